@@ -1,0 +1,305 @@
+"""Config stage: a YAML config (+ --set overrides, preset, hardware node) -> input values.
+
+Precedence, lowest first: an input's default, the hardware node's figures, the model preset,
+the config file, `--set`. Every problem is reported at once with the file and line to fix:
+unknown keys (did you mean), wrong types, values outside an input's domain, missing values, and
+layouts that cannot run (the `constraints` of the formula files).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import DlfError, UsageError, did_you_mean, raise_all
+from .model import CompiledModel
+from .resources import Catalog, Node, Preset, display_path
+from .units import UnitSyntaxError, parse_unit
+from .yamlfile import Located, load_yaml
+
+SPECIAL_KEYS = {
+    "model.preset": "a model preset id (dlformula presets)",
+    "model.hf_config": "path to a Hugging Face config.json",
+    "hardware.node": "a hardware node id (dlformula hardware)",
+}
+
+
+@dataclass
+class Origin:
+    """Where an input's value came from, for messages and `explain`."""
+
+    kind: str  # default | node | preset | config | set | hf_config
+    path: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "default":
+            return "default"
+        if self.kind == "set":
+            return "--set"
+        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        return f"{self.kind} {where}"
+
+
+@dataclass
+class Config:
+    """Resolved inputs for one evaluation."""
+
+    path: str
+    values: dict[str, Any]  # input name -> number the formulas see
+    labels: dict[str, Any]  # input name -> value as written (choice labels, booleans)
+    origins: dict[str, Origin]
+    node: Node | None = None
+    preset: Preset | None = None
+    raw: dict[str, Any] = field(default_factory=dict)  # dotted key -> plain value
+
+
+def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Located]:
+    """`--set parallelism.tp=4` -> {"parallelism.tp": Located(4, 0)}."""
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        key = key.strip()
+        if not sep or not key or not all(p.isidentifier() for p in key.split(".")):
+            raise UsageError(f"--set '{item}': write SECTION.KEY=VALUE, e.g. "
+                             "--set parallelism.tp=4")
+        node = load_yaml(text or "null", "--set", UsageError)
+        if isinstance(node.value, (dict, list)):
+            raise UsageError(f"--set '{item}': the value must be a single number, word or "
+                             "true/false")
+        out[key] = Located(node.value, 0)
+    return out
+
+
+def read_config_file(path: str) -> dict[str, Located]:
+    """Flatten a config file into dotted keys with lines."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise UsageError(f"config file '{path}' does not exist; give the path to a YAML "
+                         "config (see examples/)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read config file '{path}': {exc}") from None
+    dpath = display_path(path)
+    root = load_yaml(text, dpath, UsageError)
+    if root.value is None or root.value == {}:
+        raise UsageError("the config is empty; see examples/gpt3-175b.yaml for the sections",
+                         dpath, 1)
+    if not isinstance(root.value, dict):
+        raise UsageError("a config is a mapping of sections (model, hardware, parallelism, "
+                         "training)", dpath, root.line)
+    flat: dict[str, Located] = {}
+    errors: list[DlfError] = []
+    for section, body in root.value.items():
+        if not isinstance(body.value, dict):
+            errors.append(UsageError(f"section '{section}' must be a mapping of keys, e.g. "
+                                     f"{section}: {{key: value}}", dpath, body.line))
+            continue
+        for key, item in body.value.items():
+            if isinstance(item.value, (dict, list)):
+                errors.append(UsageError(f"'{section}.{key}' must be a single value", dpath,
+                                         item.line))
+                continue
+            flat[f"{section}.{key}"] = item
+    raise_all(errors)
+    return flat
+
+
+def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
+            sets: dict[str, Located] | None = None, check_layout: bool = True,
+            hf_config: str | None = None) -> Config:
+    """Turn a config file and overrides into the numbers every input takes."""
+    dpath = display_path(path) if path else "<no config>"
+    flat = read_config_file(path) if path else {}
+    sets = sets or {}
+    by_key = {d.config: d for d in model.inputs.values() if d.config}
+    errors: list[DlfError] = []
+
+    def where(key: str, item: Located | None, origin_kind: str) -> tuple[str, int | None]:
+        if origin_kind == "set":
+            return "--set", None
+        return dpath, item.line if item else None
+
+    # Unknown keys first: they are the likeliest typo.
+    known = set(by_key) | set(SPECIAL_KEYS)
+    sections = {k.split(".")[0] for k in known}
+    for origin_kind, mapping in (("config", flat), ("set", sets)):
+        for key, item in mapping.items():
+            if key in known:
+                continue
+            section = key.split(".")[0]
+            if section not in sections:
+                msg = (f"unknown section '{section}'{did_you_mean(section, sections)}; "
+                       f"sections: {', '.join(sorted(sections))}")
+            else:
+                msg = (f"unknown key '{key}'{did_you_mean(key, known)}; `dlformula list` "
+                       "shows every input and its config key")
+            errors.append(UsageError(msg, *where(key, item, origin_kind)))
+    raise_all(errors)
+
+    merged: dict[str, tuple[Located, Origin]] = {}
+    for key, item in flat.items():
+        merged[key] = (item, Origin("config", dpath, item.line))
+    for key, item in sets.items():
+        merged[key] = (item, Origin("set"))
+
+    preset = node = None
+    preset_item = merged.get("model.preset")
+    if preset_item is not None and preset_item[0].value is not None:
+        o = preset_item[1]
+        preset = catalog.preset(str(preset_item[0].value), (o.path if o.kind != "set" else
+                                                            "--set", o.line))
+        for key, item in preset.values.items():
+            if key not in by_key:
+                errors.append(UsageError(
+                    f"preset '{preset.id}' sets '{key}', which no loaded formula reads "
+                    "(is the plugin that defines it loaded?)", preset.path, item.line))
+                continue
+            if key not in merged:
+                merged[key] = (item, Origin("preset", preset.path, item.line))
+    hf = hf_config or (merged["model.hf_config"][0].value if "model.hf_config" in merged
+                       else None)
+    if hf:
+        from .hfconfig import read_hf_config
+
+        for key, value in read_hf_config(str(hf)).items():
+            if key in by_key and (key not in merged or merged[key][1].kind == "preset"):
+                merged[key] = (Located(value, 0), Origin("hf_config", str(hf)))
+    node_item = merged.get("hardware.node")
+    if node_item is not None and node_item[0].value is not None:
+        o = node_item[1]
+        node = catalog.node(str(node_item[0].value), (o.path if o.kind != "set" else "--set",
+                                                     o.line))
+        for spec_key, spec in node.specs.items():
+            key = f"hardware.{spec_key}"
+            d = by_key.get(key)
+            if d is None:
+                errors.append(UsageError(
+                    f"hardware node '{node.id}' gives '{spec_key}', which no loaded formula "
+                    f"reads{did_you_mean(key, by_key)}", node.path, spec.line))
+                continue
+            if key not in merged:
+                try:
+                    value = _convert(spec.value, spec.unit, d.unit)
+                except ValueError as exc:
+                    errors.append(UsageError(f"spec '{spec_key}': {exc}", node.path, spec.line))
+                    continue
+                merged[key] = (Located(value, spec.line), Origin("node", node.path, spec.line))
+    raise_all(errors)
+
+    values: dict[str, Any] = {}
+    labels: dict[str, Any] = {}
+    origins: dict[str, Origin] = {}
+    missing: list[str] = []
+    for name, d in model.inputs.items():
+        entry = merged.get(d.config) if d.config else None
+        if entry is None:
+            if d.default is None:
+                missing.append(name)
+                continue
+            raw, origin = d.default, Origin("default")
+        else:
+            raw, origin = entry[0].value, entry[1]
+        value = raw
+        if isinstance(raw, str) and not d.choices and d.domain.kind != "boolean":
+            value = _parse_quantity_text(raw, d.unit)
+        choice_labels = tuple(c for c, _ in d.choices)
+        problem = (d.domain.problem(value, choice_labels) if value is not None
+                   else "is missing a value")
+        if problem:
+            shown = repr(raw) if isinstance(raw, str) else raw
+            errors.append(UsageError(f"{d.config} = {shown}: {problem}" + (
+                f" ({d.doc.rstrip('.')})" if d.doc else ""), origin.path if origin.kind != "set"
+                else "--set", origin.line))
+            continue
+        values[name] = d.code(value)
+        labels[name] = value
+        origins[name] = origin
+    if missing:
+        keys = ", ".join(model.inputs[n].config for n in missing)
+        hint = "; set them in the config or name a model preset (dlformula presets)"
+        errors.append(UsageError(f"missing values for {keys}{hint}", dpath))
+    raise_all(errors)
+    config = Config(dpath, values, labels, origins, node, preset,
+                    {k: v[0].value for k, v in merged.items()})
+    if check_layout:
+        check_constraints(model, config)
+    return config
+
+
+def check_constraints(model: CompiledModel, config: Config) -> None:
+    """Report every constraint the config breaks, at the line of a key it involves."""
+    full = model.evaluate(config.values)
+    results = model.check(full)
+    errors: list[DlfError] = []
+    for ok, c, names in zip(results, model.constraints, model.constraint_names):
+        if ok:
+            continue
+        message = _fill(c.message, full, model)
+        path, line = _blame(names, config, model)
+        errors.append(UsageError(message, path, line))
+    raise_all(errors)
+
+
+def _blame(names: list[str], config: Config, model: CompiledModel) -> tuple[str, int | None]:
+    """The config line to point at: the latest-written key among the constraint's inputs."""
+    best: tuple[str, int | None] | None = None
+    for n in names:
+        o = config.origins.get(n)
+        if o is None or o.kind not in ("config", "set"):
+            continue
+        if o.kind == "set":
+            return "--set", None
+        if best is None or (o.line or 0) > (best[1] or 0):
+            best = (o.path or config.path, o.line)
+    return best or (config.path, None)
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*)\}")
+
+
+def _fill(message: str, values: dict[str, Any], model: CompiledModel) -> str:
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name not in values:
+            return m.group(0)
+        v = values[name]
+        d = model.inputs.get(name)
+        if d is not None:
+            v = d.label(v)
+        if isinstance(v, float) and v == int(v):
+            v = int(v)
+        return f"{v:g}" if isinstance(v, float) else str(v)
+
+    return _PLACEHOLDER.sub(sub, message)
+
+
+def _convert(value: float, from_unit: str, to_unit: str) -> float:
+    try:
+        a, b = parse_unit(from_unit), parse_unit(to_unit)
+    except UnitSyntaxError as exc:
+        raise ValueError(str(exc)) from None
+    if a.dim != b.dim:
+        raise ValueError(f"unit {from_unit} cannot be converted to {to_unit}")
+    if a.scale == b.scale:
+        return value
+    return value * a.scale / b.scale
+
+
+_QTY = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*(.*?)\s*$")
+
+
+def _parse_quantity_text(text: str, unit: str) -> Any:
+    """'80 GiB' -> number in `unit`; anything unreadable is returned as is (and then refused)."""
+    m = _QTY.match(text)
+    if not m:
+        return text
+    number = float(m.group(1))
+    if not m.group(2):
+        return number
+    try:
+        return _convert(number, m.group(2), unit)
+    except ValueError:
+        return text

@@ -1,0 +1,57 @@
+"""Graph stage: a thin wrapper over a networkx DiGraph of `dependency -> dependent` edges."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import networkx as nx
+
+
+class Graph:
+    def __init__(self, g: nx.DiGraph) -> None:
+        self.g = g
+
+    @classmethod
+    def from_deps(cls, deps: Mapping[str, Iterable[str]], names: Iterable[str] = ()) -> Graph:
+        g = nx.DiGraph()
+        g.add_nodes_from(names)
+        for node, used in deps.items():
+            g.add_node(node)
+            for u in used:
+                g.add_edge(u, node)
+        return cls(g)
+
+    def cycles(self) -> list[list[str]]:
+        """One cycle per strongly connected knot, each starting at its smallest name."""
+        out = []
+        for comp in nx.strongly_connected_components(self.g):
+            if len(comp) == 1:
+                (n,) = comp
+                if not self.g.has_edge(n, n):
+                    continue
+            sub = self.g.subgraph(comp)
+            edges = nx.find_cycle(sub, source=min(comp))
+            cycle = [u for u, _ in edges]
+            k = cycle.index(min(cycle))
+            out.append(cycle[k:] + cycle[:k])
+        return sorted(out)
+
+    def topological(self, only: Iterable[str] | None = None) -> list[str]:
+        """Nodes in dependency order (ties broken by name, so the order is stable)."""
+        order = list(nx.lexicographical_topological_sort(self.g))
+        if only is None:
+            return order
+        keep = set(only)
+        return [n for n in order if n in keep]
+
+    def upstream(self, name: str) -> set[str]:
+        return set(nx.ancestors(self.g, name))
+
+    def downstream(self, name: str) -> set[str]:
+        return set(nx.descendants(self.g, name))
+
+    def direct_deps(self, name: str) -> list[str]:
+        return sorted(self.g.predecessors(name))
+
+    def subgraph_edges(self, nodes: set[str]) -> list[tuple[str, str]]:
+        return sorted(self.g.subgraph(nodes).edges())

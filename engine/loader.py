@@ -1,0 +1,421 @@
+"""Load stage: formula files (YAML) -> checked, immutable definitions -> a `FormulaSet`.
+
+All problems found while loading are collected and reported together, each naming its
+`file:line` and the fix: YAML syntax, duplicate keys, unknown fields, bad units and domains,
+names defined twice without `override: true`, undefined names (with "did you mean"), cycles
+(`a --> b --> a`) and unit mismatches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import expr as exprmod
+from .defs import (
+    ConstantDef,
+    ConstraintDef,
+    Definition,
+    Domain,
+    InputDef,
+    QuantityDef,
+    parse_domain,
+)
+from .errors import DlfError, ModelError, did_you_mean, raise_all
+from .units import UnitSyntaxError, format_dim, parse_unit
+from .yamlfile import Located, check_keys, load_yaml
+
+
+@dataclass(frozen=True)
+class Source:
+    """One formula file: where it is (for messages), its text, and who contributed it."""
+
+    path: str
+    text: str
+    origin: str = "dlformula"
+
+
+TOP_FIELDS = {
+    "inputs": "values a config sets", "constants": "fixed numbers with units",
+    "quantities": "formulas", "constraints": "conditions a runnable layout meets",
+    "summary": "key results listed first by eval",
+}
+INPUT_FIELDS = {
+    "unit": "unit text", "default": "value when the config is silent", "domain": "valid values",
+    "doc": "one-line description", "config": "dotted config key", "choices": "label: code",
+    "source": "where the figure comes from", "override": "replace an earlier definition",
+}
+CONSTANT_FIELDS = {
+    "value": "the number", "unit": "unit text", "doc": "one-line description",
+    "source": "where it comes from", "override": "replace an earlier definition",
+}
+QUANTITY_FIELDS = {
+    "expr": "the formula", "unit": "unit of the result", "doc": "one-line description",
+    "source": "where the formula comes from", "override": "replace an earlier definition",
+}
+CONSTRAINT_FIELDS = {
+    "name": "short id", "check": "condition that must hold", "message": "what is wrong and the fix",
+}
+
+
+@dataclass
+class FormulaSet:
+    """Everything the formula files define, checked, with sympy expressions built."""
+
+    inputs: dict[str, InputDef]
+    constants: dict[str, ConstantDef]
+    quantities: dict[str, QuantityDef]
+    constraints: list[ConstraintDef]
+    summary: list[str]
+    exprs: dict[str, Any]  # quantity name -> sympy expression
+    conditions: list[Any]  # constraint index -> sympy boolean
+    order: list[str]  # quantities in dependency order
+    deps: dict[str, list[str]]  # quantity -> names it uses directly
+    overridden: dict[str, list[Definition]] = field(default_factory=dict)
+    digest: str = ""
+    sources: list[Source] = field(default_factory=list)
+
+    def definition(self, name: str) -> Definition | None:
+        return self.quantities.get(name) or self.inputs.get(name) or self.constants.get(name)
+
+    def names(self) -> list[str]:
+        return [*self.inputs, *self.constants, *self.quantities]
+
+
+def digest_sources(sources: list[Source]) -> str:
+    h = hashlib.sha256()
+    for s in sources:
+        for part in (s.origin, s.path, s.text):
+            h.update(part.encode())
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def read_definitions(source: Source, errors: list[DlfError]) -> tuple[list[Definition],
+                                                                    list[ConstraintDef],
+                                                                    list[str]]:
+    """Parse one formula file into definitions, appending every problem to `errors`."""
+    path = source.path
+    group = path.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    try:
+        root = load_yaml(source.text, path)
+    except DlfError as exc:
+        errors.append(exc)
+        return [], [], []
+    if not isinstance(root.value, dict):
+        errors.append(ModelError("a formula file is a mapping with inputs, constants, "
+                                 "quantities, constraints", path, root.line))
+        return [], [], []
+    check_keys(root, TOP_FIELDS, path, "the formula file", errors)
+    defs: list[Definition] = []
+    for section, reader in (("inputs", _read_input), ("constants", _read_constant),
+                            ("quantities", _read_quantity)):
+        block = root.value.get(section)
+        if block is None or block.value is None:
+            continue
+        if not isinstance(block.value, dict):
+            errors.append(ModelError(f"'{section}' must map names to definitions", path,
+                                     block.line))
+            continue
+        for name, item in block.value.items():
+            if not name.isidentifier() or name.startswith("_"):
+                errors.append(ModelError(f"'{name}' is not a valid name: use letters, digits "
+                                         "and '_', not starting with a digit or '_'", path,
+                                         item.line))
+                continue
+            if not isinstance(item.value, dict):
+                errors.append(ModelError(f"'{name}' must be a mapping of fields", path,
+                                         item.line))
+                continue
+            d = reader(name, item, path, group, errors)
+            if d is not None:
+                defs.append(d)
+    constraints = _read_constraints(root.value.get("constraints"), path, group, errors)
+    summary: list[str] = []
+    block = root.value.get("summary")
+    if block is not None:
+        if not isinstance(block.value, list) or not all(isinstance(i.value, str)
+                                                        for i in block.value):
+            errors.append(ModelError("'summary' must be a list of quantity names", path,
+                                     block.line))
+        else:
+            summary = [i.value for i in block.value]
+    return defs, constraints, summary
+
+
+def _text(item: Located, key: str, path: str, what: str, errors: list[DlfError],
+          required: bool = True) -> str:
+    v = item.value.get(key)
+    if v is None or v.value is None:
+        if required:
+            errors.append(ModelError(f"{what} has no '{key}'; every definition needs a {key}",
+                                     path, item.line))
+        return ""
+    if not isinstance(v.value, str):
+        errors.append(ModelError(f"'{key}' of {what} must be text", path, v.line))
+        return ""
+    return v.value.strip()
+
+
+def _unit(item: Located, path: str, what: str, errors: list[DlfError]) -> str:
+    v = item.value.get("unit")
+    if v is None or v.value is None:
+        errors.append(ModelError(f"{what} has no 'unit'; write 1 for a pure number", path,
+                                 item.line))
+        return "1"
+    try:
+        parse_unit(v.value)
+    except UnitSyntaxError as exc:
+        errors.append(ModelError(f"{exc} (in {what})", path, v.line))
+        return "1"
+    return str(v.value)
+
+
+def _override(item: Located, path: str, errors: list[DlfError]) -> bool:
+    v = item.value.get("override")
+    if v is None:
+        return False
+    if not isinstance(v.value, bool):
+        errors.append(ModelError("'override' must be true or false", path, v.line))
+        return False
+    return v.value
+
+
+def _read_input(name: str, item: Located, path: str, group: str,
+                errors: list[DlfError]) -> InputDef | None:
+    what = f"input '{name}'"
+    check_keys(item, INPUT_FIELDS, path, what, errors)
+    unit = _unit(item, path, what, errors)
+    doc = _text(item, "doc", path, what, errors)
+    config = _text(item, "config", path, what, errors)
+    if config and not all(p.isidentifier() for p in config.split(".")):
+        errors.append(ModelError(f"config key '{config}' of {what} must be dotted names, "
+                                 "e.g. parallelism.tp", path, item.value["config"].line))
+    source = _text(item, "source", path, what, errors, required=False)
+    choices: tuple[tuple[str, int], ...] = ()
+    ch = item.value.get("choices")
+    if ch is not None:
+        if not isinstance(ch.value, dict) or not ch.value or not all(
+                isinstance(c.value, int) and not isinstance(c.value, bool)
+                for c in ch.value.values()):
+            errors.append(ModelError(f"'choices' of {what} must map each label to an integer "
+                                     "code, e.g. {none: 0, selective: 1, full: 2}", path,
+                                     ch.line))
+        else:
+            choices = tuple((k, c.value) for k, c in ch.value.items())
+    dom_item = item.value.get("domain")
+    if choices:
+        domain = Domain("choice", text="one of " + ", ".join(c for c, _ in choices))
+    elif dom_item is None:
+        errors.append(ModelError(f"{what} has no 'domain'; write e.g. 'integer >= 1', "
+                                 "'number > 0', 'boolean' or give 'choices'", path, item.line))
+        return None
+    else:
+        try:
+            domain = parse_domain(dom_item.value)
+        except ValueError as exc:
+            errors.append(ModelError(f"bad domain for {what}: {exc}", path, dom_item.line))
+            return None
+    default = item.value.get("default")
+    default_value = None if default is None else default.value
+    if default_value is not None:
+        problem = domain.problem(default_value, tuple(c for c, _ in choices))
+        if problem:
+            errors.append(ModelError(f"default {default_value!r} of {what} {problem}", path,
+                                     default.line))  # type: ignore[union-attr]
+    return InputDef(name, unit, doc, default_value, domain, config, choices, source, path,
+                    item.line, group, _override(item, path, errors))
+
+
+def _read_constant(name: str, item: Located, path: str, group: str,
+                   errors: list[DlfError]) -> ConstantDef | None:
+    what = f"constant '{name}'"
+    check_keys(item, CONSTANT_FIELDS, path, what, errors)
+    v = item.value.get("value")
+    if v is None or isinstance(v.value, bool) or not isinstance(v.value, (int, float)):
+        errors.append(ModelError(f"{what} needs a numeric 'value'", path, item.line))
+        return None
+    return ConstantDef(name, v.value, _unit(item, path, what, errors),
+                       _text(item, "doc", path, what, errors),
+                       _text(item, "source", path, what, errors), path, item.line, group,
+                       _override(item, path, errors))
+
+
+def _read_quantity(name: str, item: Located, path: str, group: str,
+                   errors: list[DlfError]) -> QuantityDef | None:
+    what = f"quantity '{name}'"
+    check_keys(item, QUANTITY_FIELDS, path, what, errors)
+    e = item.value.get("expr")
+    if e is None or e.value is None or isinstance(e.value, bool) or not isinstance(
+            e.value, (str, int, float)):
+        errors.append(ModelError(f"{what} needs an 'expr' (the formula as text)", path,
+                                 item.line))
+        return None
+    return QuantityDef(name, str(e.value), _unit(item, path, what, errors),
+                       _text(item, "doc", path, what, errors),
+                       _text(item, "source", path, what, errors), path, item.line, group,
+                       _override(item, path, errors), e.line)
+
+
+def _read_constraints(block: Located | None, path: str, group: str,
+                      errors: list[DlfError]) -> list[ConstraintDef]:
+    if block is None or block.value is None:
+        return []
+    if not isinstance(block.value, list):
+        errors.append(ModelError("'constraints' must be a list of {name, check, message}", path,
+                                 block.line))
+        return []
+    out = []
+    for item in block.value:
+        if not isinstance(item.value, dict):
+            errors.append(ModelError("each constraint is a mapping with name, check, message",
+                                     path, item.line))
+            continue
+        check_keys(item, CONSTRAINT_FIELDS, path, "a constraint", errors)
+        name = _text(item, "name", path, "a constraint", errors)
+        check = item.value.get("check")
+        if check is None or not isinstance(check.value, str):
+            errors.append(ModelError("a constraint needs a 'check' condition as text", path,
+                                     item.line))
+            continue
+        out.append(ConstraintDef(name, check.value, _text(item, "message", path,
+                                                          "a constraint", errors),
+                                 path, check.line, group))
+    return out
+
+
+def merge(all_defs: list[Definition], errors: list[DlfError]) -> tuple[
+        dict[str, Definition], dict[str, list[Definition]]]:
+    """Keep one definition per name; a redefinition needs `override: true`."""
+    merged: dict[str, Definition] = {}
+    overridden: dict[str, list[Definition]] = {}
+    for d in all_defs:
+        prev = merged.get(d.name)
+        if prev is None:
+            merged[d.name] = d
+            continue
+        if not d.override:
+            errors.append(ModelError(
+                f"'{d.name}' is already defined at {prev.path}:{prev.line}; rename it, or add "
+                "'override: true' to replace the earlier definition", d.path, d.line))
+            continue
+        overridden.setdefault(d.name, []).append(prev)
+        merged[d.name] = d
+    return merged, overridden
+
+
+def load_formula_set(sources: list[Source]) -> FormulaSet:
+    """Read, merge and check formula files; raise every problem at once."""
+    import sympy
+
+    from . import graph as graphmod
+
+    errors: list[DlfError] = []
+    all_defs: list[Definition] = []
+    constraints: list[ConstraintDef] = []
+    summary: list[str] = []
+    for src in sources:
+        d, c, s = read_definitions(src, errors)
+        all_defs += d
+        constraints += c
+        summary += [n for n in s if n not in summary]
+    merged, overridden = merge(all_defs, errors)
+    inputs = {n: d for n, d in merged.items() if isinstance(d, InputDef)}
+    constants = {n: d for n, d in merged.items() if isinstance(d, ConstantDef)}
+    quantities = {n: d for n, d in merged.items() if isinstance(d, QuantityDef)}
+    _check_config_keys(inputs, errors)
+
+    # Syntax and names first, so undefined names are reported before anything is built.
+    parsed: dict[str, exprmod.Parsed] = {}
+    defined = set(merged)
+    for name, q in quantities.items():
+        try:
+            parsed[name] = exprmod.parse(q.expr)
+        except exprmod.ExprError as exc:
+            errors.append(ModelError(f"quantity '{name}': {exc}", q.path, q.expr_line or q.line))
+            continue
+        for used in sorted(parsed[name].names - defined):
+            errors.append(ModelError(
+                f"quantity '{name}' uses '{used}', which nothing defines"
+                f"{did_you_mean(used, defined)}; define it as an input or quantity",
+                q.path, q.expr_line or q.line))
+    parsed_constraints: list[tuple[ConstraintDef, exprmod.Parsed]] = []
+    for c in constraints:
+        try:
+            p = exprmod.parse(c.check)
+        except exprmod.ExprError as exc:
+            errors.append(ModelError(f"constraint '{c.name}': {exc}", c.path, c.line))
+            continue
+        missing = sorted(p.names - defined)
+        for used in missing:
+            errors.append(ModelError(f"constraint '{c.name}' uses '{used}', which nothing "
+                                     f"defines{did_you_mean(used, defined)}", c.path, c.line))
+        if not missing:
+            parsed_constraints.append((c, p))
+    for n in summary:
+        if n not in quantities:
+            errors.append(ModelError(f"summary lists '{n}', which is not a quantity"
+                                     f"{did_you_mean(n, quantities)}", sources[0].path
+                                     if sources else None))
+
+    deps = {n: sorted(p.names & defined) for n, p in parsed.items()}
+    g = graphmod.Graph.from_deps(deps, names=list(merged))
+    for cycle in g.cycles():
+        first = quantities[cycle[0]]
+        errors.append(ModelError(
+            "circular definition: " + " --> ".join([*cycle, cycle[0]])
+            + "; one of these must not depend on the others", first.path, first.line))
+    raise_all(errors)
+
+    # Build sympy objects and check each expression's dimension against its declared unit.
+    symbols: dict[str, Any] = {}
+
+    def symbol(name: str) -> Any:
+        if name not in symbols:
+            symbols[name] = sympy.Symbol(name)
+        return symbols[name]
+
+    env = {}
+    for n, d in merged.items():
+        env[n] = exprmod.NameInfo(parse_unit(d.unit).dim,
+                                  dict(d.choices) if isinstance(d, InputDef) and d.choices
+                                  else None)
+    builder = exprmod.Builder(env, symbol)
+    exprs: dict[str, Any] = {}
+    for name, q in quantities.items():
+        try:
+            e, dim = builder.build(parsed[name])
+        except exprmod.ExprError as exc:
+            errors.append(ModelError(f"quantity '{name}': {exc}", q.path, q.expr_line or q.line))
+            continue
+        declared = env[name].dim
+        if dim != declared:
+            errors.append(ModelError(
+                f"unit mismatch: quantity '{name}' is declared in {q.unit} "
+                f"({format_dim(declared)}) but its formula gives {format_dim(dim)}; fix the "
+                "formula or the unit", q.path, q.expr_line or q.line))
+        exprs[name] = e
+    conditions = []
+    for c, p in parsed_constraints:
+        try:
+            conditions.append(builder.build_condition(p))
+        except exprmod.ExprError as exc:
+            errors.append(ModelError(f"constraint '{c.name}': {exc}", c.path, c.line))
+    raise_all(errors)
+    return FormulaSet(inputs, constants, quantities, [c for c, _ in parsed_constraints],
+                      summary, exprs, conditions, g.topological(list(quantities)), deps,
+                      overridden, digest_sources(sources), list(sources))
+
+
+def _check_config_keys(inputs: dict[str, InputDef], errors: list[DlfError]) -> None:
+    seen: dict[str, InputDef] = {}
+    for d in inputs.values():
+        if not d.config:
+            continue
+        if d.config in seen:
+            prev = seen[d.config]
+            errors.append(ModelError(f"config key '{d.config}' already sets input "
+                                     f"'{prev.name}' ({prev.path}:{prev.line}); each key sets "
+                                     "one input", d.path, d.line))
+        seen[d.config] = d

@@ -1,0 +1,194 @@
+"""A compiled model: definitions plus generated code, cached on disk.
+
+The cache is keyed by a hash of every loaded formula file (and the dlformula and Python
+versions), so editing a formula, adding a plugin or upgrading invalidates it. A warm load reads
+one marshal file: no YAML parsing of formulas, no sympy, no networkx.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import marshal
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .defs import ConstantDef, ConstraintDef, Domain, InputDef, QuantityDef
+from .errors import ModelError
+from .runtime import numpy_namespace, scalar_namespace
+
+CACHE_FORMAT = 3  # bump when the cached layout or the generated code changes shape
+
+
+@dataclass
+class CompiledModel:
+    inputs: dict[str, InputDef]
+    constants: dict[str, ConstantDef]
+    quantities: dict[str, QuantityDef]
+    constraints: list[ConstraintDef]
+    constraint_names: list[list[str]]  # names each constraint uses (for error locations)
+    summary: list[str]
+    order: list[str]
+    deps: dict[str, list[str]]
+    digest: str
+    source: str  # the generated Python text
+    line_of: dict[int, str]
+    overrides: dict[str, list[str]] = field(default_factory=dict)  # name -> "path:line" replaced
+    _code: Any = None
+    _fns: dict[bool, tuple[Any, Any]] = field(default_factory=dict)
+
+    @property
+    def code(self) -> Any:
+        if self._code is None:
+            self._code = compile(self.source, f"<dlformula {self.digest[:12]}>", "exec")
+        return self._code
+
+    def functions(self, vectorized: bool = False) -> tuple[Any, Any]:
+        """(evaluate, constraints) bound to plain-Python or NumPy helpers."""
+        if vectorized not in self._fns:
+            ns = numpy_namespace() if vectorized else scalar_namespace()
+            exec(self.code, ns)  # our own generated text, never user text
+            self._fns[vectorized] = (ns["evaluate"], ns["constraints"])
+        return self._fns[vectorized]
+
+    def evaluate(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Every input, constant and quantity for one config (numbers in, numbers out)."""
+        fn, _ = self.functions()
+        try:
+            return fn(values)
+        except (ZeroDivisionError, OverflowError, ValueError, TypeError) as exc:
+            raise ModelError(self._where_failed(exc)) from None
+
+    def check(self, values: dict[str, Any], vectorized: bool = False) -> list[Any]:
+        _, fn = self.functions(vectorized)
+        return fn(values)
+
+    def _where_failed(self, exc: Exception) -> str:
+        tb = exc.__traceback__
+        name = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.startswith("<dlformula"):
+                name = self.line_of.get(tb.tb_lineno)
+            tb = tb.tb_next
+        if name:
+            q = self.quantities[name]
+            return (f"{q.path}:{q.line}: evaluating '{name}' failed ({exc}); check the inputs "
+                    "it depends on (dlformula explain " + name + ")")
+        return f"evaluation failed: {exc}"
+
+    def names(self) -> list[str]:
+        return [*self.inputs, *self.constants, *self.order]
+
+    # -- cache ----------------------------------------------------------------------------------
+    def pack(self) -> bytes:
+        meta = {
+            "format": CACHE_FORMAT,
+            "inputs": [_pack(d) for d in self.inputs.values()],
+            "constants": [_pack(d) for d in self.constants.values()],
+            "quantities": [_pack(d) for d in self.quantities.values()],
+            "constraints": [_pack(d) for d in self.constraints],
+            "constraint_names": self.constraint_names,
+            "summary": self.summary, "order": self.order, "deps": self.deps,
+            "digest": self.digest, "source": self.source,
+            "line_of": list(self.line_of.items()), "overrides": self.overrides,
+            "code": self.code,
+        }
+        return marshal.dumps(meta)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> CompiledModel:
+        m = marshal.loads(data)
+        if m.get("format") != CACHE_FORMAT:
+            raise ValueError("stale cache format")
+        model = cls(
+            {d["name"]: _unpack(InputDef, d) for d in m["inputs"]},
+            {d["name"]: _unpack(ConstantDef, d) for d in m["constants"]},
+            {d["name"]: _unpack(QuantityDef, d) for d in m["quantities"]},
+            [_unpack(ConstraintDef, d) for d in m["constraints"]],
+            m["constraint_names"], m["summary"], m["order"], m["deps"], m["digest"],
+            m["source"], dict(m["line_of"]), m["overrides"],
+        )
+        model._code = m["code"]
+        return model
+
+
+def _pack(d: Any) -> dict[str, Any]:
+    out = {}
+    for f in dataclasses.fields(d):
+        v = getattr(d, f.name)
+        out[f.name] = dataclasses.asdict(v) if isinstance(v, Domain) else v
+    return out
+
+
+def _unpack(cls: type, d: dict[str, Any]) -> Any:
+    d = dict(d)
+    if "domain" in d:
+        d["domain"] = Domain(**d["domain"])
+    if "choices" in d:
+        d["choices"] = tuple(tuple(c) for c in d["choices"])
+    return cls(**d)
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("DLFORMULA_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "dlformula"
+
+
+def cache_path(digest: str) -> Path:
+    from . import __version__
+
+    key = hashlib.sha256(
+        f"{digest}|{__version__}|{sys.version}|{CACHE_FORMAT}".encode()).hexdigest()
+    return cache_dir() / f"model-{key[:32]}.marshal"
+
+
+def load_cached(digest: str) -> CompiledModel | None:
+    path = cache_path(digest)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        return CompiledModel.unpack(data)
+    except Exception:  # a corrupt or foreign cache file is simply rebuilt
+        return None
+
+
+def store_cached(model: CompiledModel) -> None:
+    path = cache_path(model.digest)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(model.pack())
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home still works, only slower
+
+
+def compile_model(fs: Any) -> CompiledModel:
+    """FormulaSet -> CompiledModel (imports sympy through codegen)."""
+    from .codegen import generate
+
+    source, line_of = generate(fs)
+    overrides = {n: [f"{d.path}:{d.line}" for d in ds] for n, ds in fs.overridden.items()}
+    names = [_inputs_behind({s.name for s in c.free_symbols}, fs) for c in fs.conditions]
+    return CompiledModel(fs.inputs, fs.constants, fs.quantities, fs.constraints, names,
+                         fs.summary, fs.order, fs.deps, fs.digest, source, line_of, overrides)
+
+
+def _inputs_behind(names: set[str], fs: Any) -> list[str]:
+    """The inputs a constraint depends on, through any quantities it names."""
+    seen, stack = set(), list(names)
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        stack.extend(fs.deps.get(n, ()))
+    return sorted(n for n in seen if n in fs.inputs)

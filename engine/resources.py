@@ -1,0 +1,209 @@
+"""Where data comes from: built-in formula files, hardware node types and model presets.
+
+Everything is read through importlib.resources, so it works the same from a wheel, an editable
+install or a source checkout. Plugins add further folders of the same three kinds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from .errors import DlfError, ModelError, UsageError, did_you_mean, raise_all
+from .loader import Source
+from .units import UnitSyntaxError, parse_unit
+from .yamlfile import Located, check_keys, load_yaml
+
+
+def display_path(p: Any) -> str:
+    """A path as a user would type it: relative to the working directory when inside it."""
+    s = str(p)
+    try:
+        rel = os.path.relpath(s)
+    except ValueError:
+        return s
+    return s if rel.startswith("..") else rel
+
+
+@dataclass(frozen=True)
+class DataFolder:
+    """A folder of YAML files contributed by the core or a plugin."""
+
+    kind: str  # formulas | hardware | presets
+    path: Any  # a Traversable or a filesystem path
+    origin: str = "dlformula"
+
+    def files(self) -> list[Any]:
+        try:
+            entries = list(self.path.iterdir())
+        except (OSError, AttributeError) as exc:
+            raise ModelError(f"cannot read {self.kind} folder {display_path(self.path)} of "
+                             f"{self.origin}: {exc}") from None
+        return sorted((e for e in entries if e.name.endswith(".yaml")), key=lambda e: e.name)
+
+
+def builtin_folders() -> list[DataFolder]:
+    return [DataFolder(kind, resources.files(f"dlformula.{kind}"))
+            for kind in ("formulas", "hardware", "presets")]
+
+
+def formula_sources(folders: list[DataFolder]) -> list[Source]:
+    out = []
+    for folder in folders:
+        if folder.kind != "formulas":
+            continue
+        for f in folder.files():
+            out.append(Source(display_path(f), f.read_text(encoding="utf-8"), folder.origin))
+    return out
+
+
+@dataclass(frozen=True)
+class Spec:
+    value: float  # in the unit it is written in
+    unit: str
+    source: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Node:
+    """A hardware node type: one accelerator's figures and what surrounds it."""
+
+    id: str
+    name: str
+    vendor: str
+    notes: str
+    specs: dict[str, Spec]
+    path: str
+    origin: str = "dlformula"
+
+
+@dataclass(frozen=True)
+class Preset:
+    id: str
+    name: str
+    source: str
+    values: dict[str, Located]  # dotted config key -> value with its line
+    published: dict[str, float] = field(default_factory=dict)
+    path: str = ""
+    origin: str = "dlformula"
+
+
+NODE_FIELDS = {"name": "display name", "vendor": "maker", "notes": "remarks", "specs": "figures"}
+SPEC_FIELDS = {"value": "number", "unit": "unit text", "source": "where the figure comes from"}
+PRESET_FIELDS = {"name": "display name", "source": "where the figures come from",
+                 "published_params": "published total parameters",
+                 "published_active_params": "published active parameters",
+                 "model": "model fields", "moe": "MoE fields", "mla": "latent attention fields"}
+
+
+class Catalog:
+    """Hardware nodes and presets from all folders, indexed by id (files read on demand)."""
+
+    def __init__(self, folders: list[DataFolder]) -> None:
+        self.folders = folders
+        self._files: dict[str, dict[str, tuple[Any, str]]] = {"hardware": {}, "presets": {}}
+        for folder in folders:
+            if folder.kind in self._files:
+                for f in folder.files():
+                    self._files[folder.kind][f.name[:-5]] = (f, folder.origin)
+
+    def node_ids(self) -> list[str]:
+        return sorted(self._files["hardware"])
+
+    def preset_ids(self) -> list[str]:
+        return sorted(self._files["presets"])
+
+    def node(self, node_id: str, where: tuple[str | None, int | None] = (None, None)) -> Node:
+        entry = self._files["hardware"].get(node_id)
+        if entry is None:
+            raise UsageError(f"unknown hardware node '{node_id}'"
+                             f"{did_you_mean(node_id, self._files['hardware'])}; "
+                             "`dlformula hardware` lists them", *where)
+        return read_node(node_id, *entry)
+
+    def preset(self, preset_id: str, where: tuple[str | None, int | None] = (None, None)) -> Preset:
+        entry = self._files["presets"].get(preset_id)
+        if entry is None:
+            raise UsageError(f"unknown model preset '{preset_id}'"
+                             f"{did_you_mean(preset_id, self._files['presets'])}; "
+                             "`dlformula presets` lists them", *where)
+        return read_preset(preset_id, *entry)
+
+
+def read_node(node_id: str, f: Any, origin: str) -> Node:
+    path = display_path(f)
+    root = load_yaml(f.read_text(encoding="utf-8"), path)
+    errors: list[DlfError] = []
+    if not isinstance(root.value, dict):
+        raise ModelError("a hardware file is a mapping with name, vendor, specs", path, root.line)
+    check_keys(root, NODE_FIELDS, path, "the hardware file", errors)
+    specs: dict[str, Spec] = {}
+    block = root.value.get("specs")
+    if block is None or not isinstance(block.value, dict):
+        errors.append(ModelError("a hardware file needs a 'specs' mapping", path, root.line))
+    else:
+        for key, item in block.value.items():
+            if not isinstance(item.value, dict):
+                errors.append(ModelError(f"spec '{key}' must be {{value, unit, source}}", path,
+                                         item.line))
+                continue
+            check_keys(item, SPEC_FIELDS, path, f"spec '{key}'", errors)
+            v, u, s = (item.value.get(k) for k in ("value", "unit", "source"))
+            if v is None or isinstance(v.value, bool) or not isinstance(v.value, (int, float)):
+                errors.append(ModelError(f"spec '{key}' needs a numeric value", path, item.line))
+                continue
+            if s is None or not isinstance(s.value, str) or not s.value.strip():
+                errors.append(ModelError(f"spec '{key}' needs a source: every hardware figure "
+                                         "says where it comes from", path, item.line))
+                continue
+            unit = "1" if u is None else str(u.value)
+            try:
+                parse_unit(unit)
+            except UnitSyntaxError as exc:
+                errors.append(ModelError(f"spec '{key}': {exc}", path, item.line))
+                continue
+            specs[key] = Spec(v.value, unit, s.value, item.line)
+    raise_all(errors)
+    text = {k: str(root.value[k].value) if k in root.value else ""
+            for k in ("name", "vendor", "notes")}
+    return Node(node_id, text["name"] or node_id, text["vendor"], text["notes"], specs, path,
+                origin)
+
+
+def read_preset(preset_id: str, f: Any, origin: str) -> Preset:
+    path = display_path(f)
+    root = load_yaml(f.read_text(encoding="utf-8"), path)
+    errors: list[DlfError] = []
+    if not isinstance(root.value, dict):
+        raise ModelError("a preset file is a mapping with name, source, model", path, root.line)
+    check_keys(root, PRESET_FIELDS, path, "the preset file", errors)
+    values: dict[str, Located] = {}
+    for section in ("model", "moe", "mla"):
+        block = root.value.get(section)
+        if block is None:
+            continue
+        if not isinstance(block.value, dict):
+            errors.append(ModelError(f"'{section}' must be a mapping", path, block.line))
+            continue
+        for key, item in block.value.items():
+            v = item.value
+            if isinstance(v, dict):  # {value: X, source: "..."}
+                inner = v.get("value")
+                if inner is None:
+                    errors.append(ModelError(f"'{section}.{key}' needs a value", path, item.line))
+                    continue
+                v = inner.value
+            values[f"{section}.{key}"] = Located(v, item.line)
+    published = {}
+    for key in ("published_params", "published_active_params"):
+        item = root.value.get(key)
+        if item is not None:
+            v = item.value["value"].value if isinstance(item.value, dict) else item.value
+            published[key[len("published_"):]] = float(v)
+    raise_all(errors)
+    name = str(root.value["name"].value) if "name" in root.value else preset_id
+    source = str(root.value["source"].value) if "source" in root.value else ""
+    return Preset(preset_id, name, source, values, published, path, origin)

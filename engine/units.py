@@ -1,0 +1,132 @@
+"""Units: parse unit text, check dimensions, convert to SI base units.
+
+Five base dimensions matter for training cost: byte, second, FLOP, US dollar and joule. Counts
+(tokens, GPUs, parameters, layers, ...) are dimensionless but keep their names for display. A unit
+is a scale (to SI base) and a dimension vector; unit text such as `GB/s`, `USD/(GPU*h)` or
+`byte**2` is parsed with Python's `ast` against a whitelist, never evaluated.
+
+Dimension checking is deliberately only about dimensions: `training_days` in `day` and
+`training_time` in `s` share the time dimension; the formula writer converts the scale.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from fractions import Fraction
+
+BASE = ("byte", "s", "FLOP", "USD", "J")
+
+Dim = tuple[Fraction, ...]
+DIMENSIONLESS: Dim = tuple(Fraction(0) for _ in BASE)
+
+
+def _dim(**powers: int) -> Dim:
+    return tuple(Fraction(powers.get(b, 0)) for b in BASE)
+
+
+@dataclass(frozen=True)
+class Unit:
+    scale: float  # multiply a value in this unit by `scale` to get SI base units
+    dim: Dim
+
+    def __mul__(self, other: Unit) -> Unit:
+        return Unit(self.scale * other.scale, tuple(a + b for a, b in zip(self.dim, other.dim)))
+
+    def __truediv__(self, other: Unit) -> Unit:
+        return Unit(self.scale / other.scale, tuple(a - b for a, b in zip(self.dim, other.dim)))
+
+    def __pow__(self, p: Fraction) -> Unit:
+        return Unit(self.scale ** float(p), tuple(a * p for a in self.dim))
+
+
+_B = _dim(byte=1)
+_S = _dim(s=1)
+_F = _dim(FLOP=1)
+_USD = _dim(USD=1)
+_J = _dim(J=1)
+_W = _dim(J=1, s=-1)
+
+UNITS: dict[str, Unit] = {
+    "1": Unit(1.0, DIMENSIONLESS),
+    # information
+    "bit": Unit(0.125, _B), "byte": Unit(1.0, _B), "B": Unit(1.0, _B),
+    "kB": Unit(1e3, _B), "MB": Unit(1e6, _B), "GB": Unit(1e9, _B), "TB": Unit(1e12, _B),
+    "PB": Unit(1e15, _B),
+    "KiB": Unit(2.0**10, _B), "MiB": Unit(2.0**20, _B), "GiB": Unit(2.0**30, _B),
+    "TiB": Unit(2.0**40, _B),
+    "Mb": Unit(1e6 / 8, _B), "Gb": Unit(1e9 / 8, _B), "Tb": Unit(1e12 / 8, _B),
+    # time
+    "s": Unit(1.0, _S), "ms": Unit(1e-3, _S), "us": Unit(1e-6, _S), "ns": Unit(1e-9, _S),
+    "min": Unit(60.0, _S), "h": Unit(3600.0, _S), "day": Unit(86400.0, _S),
+    # work
+    "FLOP": Unit(1.0, _F), "GFLOP": Unit(1e9, _F), "TFLOP": Unit(1e12, _F),
+    "PFLOP": Unit(1e15, _F), "EFLOP": Unit(1e18, _F), "ZFLOP": Unit(1e21, _F),
+    # money and energy
+    "USD": Unit(1.0, _USD),
+    "J": Unit(1.0, _J), "kJ": Unit(1e3, _J), "MJ": Unit(1e6, _J), "Wh": Unit(3600.0, _J),
+    "kWh": Unit(3.6e6, _J), "MWh": Unit(3.6e9, _J), "GWh": Unit(3.6e12, _J),
+    "W": Unit(1.0, _W), "kW": Unit(1e3, _W), "MW": Unit(1e6, _W),
+}
+# Named counts: dimensionless, kept for readable unit text.
+for _count in ("GPU", "node", "token", "sequence", "parameter", "layer", "step", "element",
+               "head", "microbatch", "expert", "stage", "bucket", "message", "percent"):
+    UNITS[_count] = Unit(0.01 if _count == "percent" else 1.0, DIMENSIONLESS)
+
+
+class UnitSyntaxError(ValueError):
+    pass
+
+
+def parse_unit(text: str | int | float) -> Unit:
+    """Parse unit text such as `GB/s`, `USD/(GPU*h)`, `FLOP`, `1`."""
+    text = str(text).strip()
+    if text in UNITS:
+        return UNITS[text]
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError) as exc:
+        raise UnitSyntaxError(f"cannot read unit '{text}'") from exc
+    return _unit_node(tree.body, text)
+
+
+def _unit_node(node: ast.AST, text: str) -> Unit:
+    if isinstance(node, ast.Name):
+        if node.id not in UNITS:
+            from .errors import did_you_mean
+
+            raise UnitSyntaxError(
+                f"unknown unit '{node.id}' in '{text}'{did_you_mean(node.id, UNITS)}"
+            )
+        return UNITS[node.id]
+    if isinstance(node, ast.Constant) and node.value == 1 and type(node.value) is int:
+        return UNITS["1"]
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Mult):
+            return _unit_node(node.left, text) * _unit_node(node.right, text)
+        if isinstance(node.op, ast.Div):
+            return _unit_node(node.left, text) / _unit_node(node.right, text)
+        if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant):
+            exponent = node.right.value
+            if type(exponent) is int:
+                return _unit_node(node.left, text) ** Fraction(exponent)
+    raise UnitSyntaxError(
+        f"cannot read unit '{text}': use unit names joined by '*', '/' and integer '**'"
+    )
+
+
+def format_dim(dim: Dim) -> str:
+    """Human text for a dimension vector, e.g. `byte/s`, `1` for dimensionless."""
+    num = [(b, p) for b, p in zip(BASE, dim) if p > 0]
+    den = [(b, -p) for b, p in zip(BASE, dim) if p < 0]
+
+    def part(items: list[tuple[str, Fraction]]) -> str:
+        return "*".join(b if p == 1 else f"{b}**{p}" for b, p in items)
+
+    if not num and not den:
+        return "1"
+    top = part(num) or "1"
+    if not den:
+        return top
+    bottom = part(den)
+    return f"{top}/{bottom}" if len(den) == 1 else f"{top}/({bottom})"

@@ -1,0 +1,1 @@
+"""Data package: YAML files read through importlib.resources."""
