@@ -128,9 +128,27 @@ def generate(fs: FormulaSet) -> tuple[str, dict[int, str]]:
     names = [*fs.inputs, *fs.constants, *fs.order]
     lines.append("    return {" + ", ".join(f"{n!r}: {n}" for n in names) + "}")
     lines.append("")
-    lines.append("def constraints(_v):")
-    used = sorted({s.name for c in fs.conditions for s in c.free_symbols})
-    for n in used:
-        lines.append(f"    {n} = _v[{n!r}]")
+    # Constraints take the inputs and compute only the quantities they need, so a layout that
+    # cannot run is reported before anything that would divide by its zeros is evaluated.
+    lines.append("def constraints(_in):")
+    needed = _closure({s.name for c in fs.conditions for s in c.free_symbols}, fs.deps)
+    for n in sorted(needed & set(fs.inputs)):
+        lines.append(f"    {n} = _in[{n!r}]")
+    for n in sorted(needed & set(fs.constants)):
+        lines.append(f"    {n} = {float(fs.constants[n].value)!r}")
+    for n in fs.order:
+        if n in needed:
+            lines.append(f"    {n} = {printer.p(fs.exprs[n])}")
     lines.append("    return [" + ", ".join(printer.p(c) for c in fs.conditions) + "]")
     return "\n".join(lines) + "\n", line_of
+
+
+def _closure(names: set[str], deps: dict[str, list[str]]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(names)
+    while stack:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(deps.get(n, ()))
+    return seen

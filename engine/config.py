@@ -231,16 +231,26 @@ def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
 
 def check_constraints(model: CompiledModel, config: Config) -> None:
     """Report every constraint the config breaks, at the line of a key it involves."""
-    full = model.evaluate(config.values)
-    results = model.check(full)
+    results = model.check(config.values)
     errors: list[DlfError] = []
+    shown: dict[str, Any] | None = None
     for ok, c, names in zip(results, model.constraints, model.constraint_names):
         if ok:
             continue
-        message = _fill(c.message, full, model)
+        if shown is None:
+            shown = _message_values(model, config.values)
+        message = _fill(c.message, shown, model)
         path, line = _blame(names, config, model)
         errors.append(UsageError(message, path, line))
     raise_all(errors)
+
+
+def _message_values(model: CompiledModel, values: dict[str, Any]) -> dict[str, Any]:
+    """Inputs and, where they can be computed, quantities, to fill constraint messages."""
+    try:
+        return model.evaluate(values)
+    except Exception:
+        return dict(values)
 
 
 def _blame(names: list[str], config: Config, model: CompiledModel) -> tuple[str, int | None]:

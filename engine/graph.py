@@ -55,3 +55,27 @@ class Graph:
 
     def subgraph_edges(self, nodes: set[str]) -> list[tuple[str, str]]:
         return sorted(self.g.subgraph(nodes).edges())
+
+
+def render(edges: list[tuple[str, str]], kinds: dict[str, str], fmt: str,
+           highlight: str | None = None) -> str:
+    """Edges as Graphviz dot or Mermaid text; inputs and constants drawn apart from formulas."""
+    nodes = sorted(kinds)
+    if fmt == "mermaid":
+        lines = ["flowchart LR"]
+        for n in nodes:
+            shape = f"{n}[/{n}/]" if kinds[n] == "input" else f"{n}([{n}])" \
+                if kinds[n] == "constant" else f"{n}[{n}]"
+            lines.append(f"    {shape}")
+        lines += [f"    {a} --> {b}" for a, b in edges]
+        if highlight:
+            lines.append(f"    style {highlight} stroke-width:3px")
+        return "\n".join(lines) + "\n"
+    lines = ["digraph dlformula {", "  rankdir=LR;", "  node [fontname=Helvetica];"]
+    for n in nodes:
+        shape = {"input": "parallelogram", "constant": "ellipse"}.get(kinds[n], "box")
+        extra = ", penwidth=3" if n == highlight else ""
+        lines.append(f'  "{n}" [shape={shape}{extra}];')
+    lines += [f'  "{a}" -> "{b}";' for a, b in edges]
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ from .errors import ModelError
 from .runtime import numpy_namespace, scalar_namespace
 
 CACHE_FORMAT = 3  # bump when the cached layout or the generated code changes shape
+_CODE_MODULES = ("codegen.py", "expr.py", "loader.py", "defs.py", "model.py", "runtime.py")
 
 
 @dataclass
@@ -62,9 +63,10 @@ class CompiledModel:
         except (ZeroDivisionError, OverflowError, ValueError, TypeError) as exc:
             raise ModelError(self._where_failed(exc)) from None
 
-    def check(self, values: dict[str, Any], vectorized: bool = False) -> list[Any]:
+    def check(self, inputs: dict[str, Any], vectorized: bool = False) -> list[Any]:
+        """One truth value (or array) per constraint, computed from the inputs alone."""
         _, fn = self.functions(vectorized)
-        return fn(values)
+        return fn(inputs)
 
     def _where_failed(self, exc: Exception) -> str:
         tb = exc.__traceback__
@@ -143,8 +145,16 @@ def cache_dir() -> Path:
 def cache_path(digest: str) -> Path:
     from . import __version__
 
-    key = hashlib.sha256(
-        f"{digest}|{__version__}|{sys.version}|{CACHE_FORMAT}".encode()).hexdigest()
+    h = hashlib.sha256(f"{digest}|{__version__}|{sys.version}|{CACHE_FORMAT}".encode())
+    # The generated code also depends on the code that generates it: hash those modules too,
+    # so an edited engine (editable installs) never runs stale generated code.
+    here = Path(__file__).parent
+    for module in _CODE_MODULES:
+        try:
+            h.update((here / module).read_bytes())
+        except OSError:
+            pass
+    key = h.hexdigest()
     return cache_dir() / f"model-{key[:32]}.marshal"
 
 

@@ -207,3 +207,26 @@ def read_preset(preset_id: str, f: Any, origin: str) -> Preset:
     name = str(root.value["name"].value) if "name" in root.value else preset_id
     source = str(root.value["source"].value) if "source" in root.value else ""
     return Preset(preset_id, name, source, values, published, path, origin)
+
+
+def extra_sources(base: list[Source], paths: list[str]) -> list[Source]:
+    """`base` plus the YAML files at `paths` (files or folders); a given file replaces the
+    installed file at the same location, so `dlformula check formulas/memory.yaml` works."""
+    from pathlib import Path
+
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files += sorted(path.glob("*.yaml"))
+        else:
+            files.append(path)
+    given = {f.resolve() for f in files}
+    out = [s for s in base if Path(s.path).resolve() not in given]
+    for f in files:
+        try:
+            text = f.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read formula file: {exc}", display_path(f)) from None
+        out.append(Source(display_path(f), text, "check"))
+    return out

@@ -1,0 +1,108 @@
+"""Explain stage: how a quantity is derived, step by step, down to the inputs.
+
+Each quantity is shown once, as written in its formula file, with its doc, source and location;
+with a config, the same formula with the numbers substituted and the value with its unit. Later
+references to an already-explained name say so instead of repeating it. Nothing is inlined
+symbolically: substituting the whole graph into itself is what makes naive tools take minutes.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from .core import Engine, Result
+from .errors import UsageError, did_you_mean
+from .report import human
+
+
+def _value_text(value: Any, unit: str) -> str:
+    n, u = human(value, unit)
+    return f"{n} {u}".strip()
+
+
+def _substituted(expr_text: str, values: dict[str, Any]) -> str:
+    """The formula text with every name replaced by its number (calls keep their names)."""
+    text = " ".join(expr_text.split())
+    tree = ast.parse(text, mode="eval")
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    spans = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and id(node) not in calls and node.id in values:
+            spans.append((node.col_offset, node.end_col_offset, node.id))
+    out = text
+    for start, end, name in sorted(spans, reverse=True):
+        v = values[name]
+        try:
+            fv = float(v)
+            s = f"{fv:.4g}" if fv != int(fv) or abs(fv) >= 1e6 else str(int(fv))
+        except (TypeError, ValueError, OverflowError):
+            s = str(v)
+        out = out[:start] + s + out[end:]
+    return out
+
+
+def explain(engine: Engine, name: str, result: Result | None = None, depth: int | None = None,
+            latex: bool = False) -> str:
+    fs = engine.formula_set
+    if fs.definition(name) is None:
+        raise UsageError(f"no quantity or input named '{name}'"
+                         f"{did_you_mean(name, fs.names())}; `dlformula list` shows them all")
+    lines: list[str] = []
+    seen: set[str] = set()
+    values = result.values if result else {}
+
+    def describe(n: str, prefix: str, level: int) -> None:
+        d = fs.definition(n)
+        head = prefix
+        if n in fs.inputs:
+            inp = fs.inputs[n]
+            text = f"{head}{n}: input, {inp.config}"
+            if result is not None:
+                label = result.config.labels.get(n, values.get(n))
+                shown = (str(label).lower() if isinstance(label, bool) else label
+                         if isinstance(label, str) else _value_text(label, inp.unit))
+                text += f" = {shown}  [{result.config.origins.get(n, 'default')}]"
+            lines.append(text)
+            lines.append(f"{_cont(prefix)}  {inp.doc}")
+            return
+        if n in fs.constants:
+            c = fs.constants[n]
+            lines.append(f"{head}{n}: constant = {_value_text(c.value, c.unit)}  ({c.doc})")
+            return
+        q = fs.quantities[n]
+        if n in seen:
+            lines.append(f"{head}{n}: see above")
+            return
+        seen.add(n)
+        expr_text = " ".join(q.expr.split())
+        lines.append(f"{head}{n} = {expr_text}")
+        pad = _cont(prefix) + "  "
+        if latex:
+            import sympy
+
+            lines.append(f"{pad}latex: {sympy.latex(fs.exprs[n])}")
+        lines.append(f"{pad}{q.doc}")
+        lines.append(f"{pad}source: {q.source}")
+        lines.append(f"{pad}defined at {q.path}:{q.line}  [{q.unit}]")
+        for old in fs.overridden.get(n, []):
+            lines.append(f"{pad}overrides {old.path}:{old.line} (was: {getattr(old, 'expr', '')})")
+        if result is not None:
+            lines.append(f"{pad}= {_substituted(q.expr, values)}")
+            lines.append(f"{pad}= {_value_text(values[n], q.unit)}")
+        deps = fs.deps.get(n, [])
+        if depth is not None and level >= depth:
+            if deps:
+                lines.append(f"{pad}uses: {', '.join(deps)}")
+            return
+        for i, dep in enumerate(deps):
+            last = i == len(deps) - 1
+            describe(dep, _cont(prefix) + ("└── " if last else "├── "), level + 1)
+
+    describe(name, "", 0)
+    return "\n".join(lines) + "\n"
+
+
+def _cont(prefix: str) -> str:
+    """The prefix that continues a tree branch below a node."""
+    return prefix.replace("├── ", "│   ").replace("└── ", "    ")

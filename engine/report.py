@@ -1,0 +1,300 @@
+"""Presenting results: human units for people, SI numbers for programs.
+
+`human()` picks a readable unit from a value's dimension (GiB, TFLOP/s, ms, days, ...). The
+table groups quantities by formula file and puts the key results first; JSON, CSV and YAML carry
+raw values in each quantity's declared unit (SI base units for all but the few whose name says
+otherwise: training_days, gpu_hours, cost_usd, energy_kwh).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+from typing import Any
+
+from .core import Result
+from .units import Dim, parse_unit
+
+_B = (1, 0, 0, 0, 0)
+_S = (0, 1, 0, 0, 0)
+_F = (0, 0, 1, 0, 0)
+_USD = (0, 0, 0, 1, 0)
+_J = (0, 0, 0, 0, 1)
+
+
+def _key(dim: Dim) -> tuple[int, ...]:
+    return tuple(int(x) for x in dim)
+
+
+def _scaled(v: float, steps: list[tuple[float, str]]) -> tuple[float, str]:
+    for factor, name in steps:
+        if abs(v) >= factor:
+            return v / factor, name
+    return v / steps[-1][0], steps[-1][1]
+
+
+def _num(v: float, digits: int = 4) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e5 or abs(v) < 1e-3:
+        return f"{v:.{digits - 1}e}"
+    return f"{v:.{digits}g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def human(value: Any, unit: str) -> tuple[str, str]:
+    """(number text, unit text) in a unit a person would pick."""
+    if isinstance(value, bool):
+        return ("yes" if value else "no"), ""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value), ""
+    if not math.isfinite(v):
+        return str(v), unit
+    u = parse_unit(unit)
+    si = v * u.scale
+    k = _key(u.dim)
+    if k == _B:
+        n, name = _scaled(si, [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"),
+                               (2.0**10, "KiB"), (1.0, "B")])
+        return f"{n:.2f}", name
+    if k == (1, -1, 0, 0, 0):
+        n, name = _scaled(si, [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")])
+        return f"{n:.4g}", name
+    if k == _S:
+        a = abs(si)
+        if a == 0:
+            return "0", "s"
+        if a < 1e-3:
+            return f"{si * 1e6:.4g}", "us"
+        if a < 1:
+            return f"{si * 1e3:.4g}", "ms"
+        if a < 300:
+            return f"{si:.4g}", "s"
+        if a < 3 * 3600:
+            return f"{si / 60:.4g}", "min"
+        if a < 3 * 86400:
+            return f"{si / 3600:.4g}", "h"
+        return f"{si / 86400:.4g}", "days"
+    if k == _F:
+        n, name = _scaled(si, [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"),
+                               (1e12, "TFLOP"), (1e9, "GFLOP"), (1.0, "FLOP")])
+        return f"{n:.4g}", name
+    if k == (0, -1, 1, 0, 0):
+        n, name = _scaled(si, [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
+                               (1e9, "GFLOP/s"), (1.0, "FLOP/s")])
+        return f"{n:.4g}", name
+    if k == _USD:
+        return f"{si:,.0f}" if abs(si) >= 100 else f"{si:.2f}", "USD"
+    if k == _J:
+        n, name = _scaled(si, [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),
+                               (1.0, "J")])
+        return f"{n:.4g}", name
+    if k == (0, -1, 0, 0, 1):
+        n, name = _scaled(si, [(1e6, "MW"), (1e3, "kW"), (1.0, "W")])
+        return f"{n:.4g}", name
+    if k == (0, -1, 0, 0, 0) and unit.startswith("token"):
+        n, name = _scaled(si, [(1e6, "M"), (1e3, "k"), (1.0, "")])
+        return f"{n:.4g}", f"{name} token/s".strip()
+    if k == (0, 0, 0, 0, 0) and unit not in ("1", "") and abs(v) >= 1e4:
+        n, name = _scaled(v, [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")])
+        return f"{n:.4g}", f"{name} {unit}"
+    return _num(v), "" if unit == "1" else unit
+
+
+def _matches(name: str, pattern: str | None) -> bool:
+    if not pattern:
+        return True
+    if any(c in pattern for c in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
+
+
+def _plain(v: Any) -> Any:
+    """A JSON-safe number: floats stay floats, non-finite become None, numpy scalars unwrap."""
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
+        return int(v)
+    return v
+
+
+def as_dict(result: Result, only: str | None = None) -> dict[str, Any]:
+    """The JSON contract: {"quantities": {...}, "inputs": {...}, "constants": {...}}."""
+    m = result.model
+    out: dict[str, Any] = {"quantities": {}, "inputs": {}, "constants": {}}
+    for name in m.order:
+        if _matches(name, only):
+            q = m.quantities[name]
+            out["quantities"][name] = {"value": _plain(result.values[name]), "unit": q.unit,
+                                       "doc": q.doc}
+    for name, d in m.inputs.items():
+        if _matches(name, only):
+            v = result.config.labels.get(name, result.values[name])
+            out["inputs"][name] = {"value": v if isinstance(v, (str, bool)) else _plain(v),
+                                   "unit": d.unit, "config": d.config,
+                                   "from": str(result.config.origins.get(name, "default"))}
+    for name, c in m.constants.items():
+        if _matches(name, only):
+            out["constants"][name] = {"value": _plain(c.value), "unit": c.unit}
+    return out
+
+
+def to_json(result: Result, only: str | None = None) -> str:
+    return json.dumps(as_dict(result, only), indent=2)
+
+
+def to_yaml(result: Result, only: str | None = None) -> str:
+    import yaml
+
+    return yaml.safe_dump(as_dict(result, only), sort_keys=False, width=120)
+
+
+def to_csv(result: Result, only: str | None = None) -> str:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["name", "kind", "group", "value", "unit", "doc"])
+    m = result.model
+    for name, d in m.inputs.items():
+        if _matches(name, only):
+            v = result.config.labels.get(name, result.values[name])
+            w.writerow([name, "input", d.group, _plain(v) if not isinstance(v, str) else v,
+                        d.unit, d.doc])
+    for name in m.order:
+        if _matches(name, only):
+            q = m.quantities[name]
+            w.writerow([name, "quantity", q.group, _plain(result.values[name]), q.unit, q.doc])
+    return buf.getvalue()
+
+
+def _short(doc: str, width: int) -> str:
+    doc = " ".join(doc.split())
+    return doc if len(doc) <= width else doc[: width - 1] + "…"
+
+
+def key_results(result: Result) -> list[str]:
+    v, m, c = result.values, result.model, result.config
+    lines = []
+    what = []
+    if c.preset:
+        what.append(c.preset.id)
+    if c.node:
+        what.append(f"{int(v['gpus'])} x {c.node.id}" if "gpus" in v else c.node.id)
+    lines.append(f"Key results: {c.path}" + (f" ({' on '.join(what)})" if what else ""))
+    if "memory_per_gpu" in v and "hbm_capacity" in v:
+        mem, cap = v["memory_per_gpu"], v["hbm_capacity"]
+        n1, u1 = human(mem, "byte")
+        n2, u2 = human(cap, "byte")
+        verdict = "fits" if mem <= cap else "DOES NOT FIT"
+        lines.append(f"  {'memory_per_gpu':<26}{n1} {u1} of {n2} {u2} "
+                     f"({100 * mem / cap:.0f}%): {verdict}")
+    shown = {"memory_per_gpu", "hbm_capacity_used", "memory_fits"}
+    for name in m.summary:
+        if name in shown or name not in v:
+            continue
+        q = m.quantities[name]
+        if q.unit == "1" and name in ("mfu", "hfu", "exposed_comm_share",
+                                      "pipeline_bubble_fraction"):
+            text = f"{100 * float(v[name]):.1f} %"
+        else:
+            n, u = human(v[name], q.unit)
+            text = f"{n} {u}".strip()
+        lines.append(f"  {name:<26}{text}")
+    return lines
+
+
+def to_table(result: Result, only: str | None = None, width: int = 120) -> str:
+    m, v = result.model, result.values
+    lines = [] if only else key_results(result) + [""]
+    groups: dict[str, list[str]] = {}
+    for name in m.order:
+        if _matches(name, only):
+            groups.setdefault(m.quantities[name].group, []).append(name)
+    inputs_by_group: dict[str, list[str]] = {}
+    for name, d in m.inputs.items():
+        if _matches(name, only):
+            inputs_by_group.setdefault(d.group, []).append(name)
+    order = ["model", "training", "parallelism", "hardware", "memory", "compute", "comm",
+             "pipeline", "time", "cost"]
+    all_groups = [g for g in order if g in groups or g in inputs_by_group]
+    all_groups += sorted((set(groups) | set(inputs_by_group)) - set(all_groups))
+    doc_width = max(20, width - 26 - 24)
+    for g in all_groups:
+        lines.append(f"[{g}]")
+        for name in inputs_by_group.get(g, []):
+            d = m.inputs[name]
+            label = result.config.labels.get(name, v[name])
+            if isinstance(label, (str, bool)):
+                text = str(label).lower() if isinstance(label, bool) else label
+            else:
+                n, u = human(label, d.unit)
+                text = f"{n} {u}".strip()
+            origin = result.config.origins.get(name)
+            src = f" ({origin.kind})" if origin and origin.kind != "config" else ""
+            lines.append(f"  {name:<30}{text:<22}input{src}")
+        for name in groups.get(g, []):
+            q = m.quantities[name]
+            n, u = human(v[name], q.unit)
+            lines.append(f"  {name:<30}{(n + ' ' + u).strip():<22}"
+                         f"{_short(q.doc, doc_width)}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def hardware_table(catalog: Any) -> str:
+    cols = [("peak_flops_bf16", "BF16 TFLOP/s", 1e12), ("peak_flops_fp8", "FP8 TFLOP/s", 1e12),
+            ("hbm_capacity", "HBM GiB", 2.0**30), ("hbm_bandwidth", "HBM TB/s", 1e12),
+            ("scaleup_bandwidth", "scale-up GB/s", 1e9), ("scaleup_domain", "domain", 1),
+            ("scaleout_bandwidth", "net GB/s", 1e9), ("price_per_gpu_hour", "USD/h", 1)]
+    lines = [f"{'node':<18}" + "".join(f"{title:>14}" for _, title, _ in cols) + "  name"]
+    for node_id in catalog.node_ids():
+        node = catalog.node(node_id)
+        cells = []
+        for key, _, scale in cols:
+            spec = node.specs.get(key)
+            if spec is None:
+                cells.append(f"{'-':>14}")
+                continue
+            si = spec.value * parse_unit(spec.unit).scale
+            cells.append(f"{si / scale:>14.4g}")
+        lines.append(f"{node_id:<18}" + "".join(cells) + f"  {node.name}")
+    return "\n".join(lines) + "\n"
+
+
+def node_details(node: Any) -> str:
+    lines = [f"{node.id}: {node.name} ({node.vendor})", f"  file: {node.path}"]
+    if node.notes:
+        lines.append(f"  notes: {' '.join(node.notes.split())}")
+    for key, spec in node.specs.items():
+        lines.append(f"  {key:<24}{spec.value:g} {spec.unit}")
+        lines.append(f"  {'':<24}source: {' '.join(spec.source.split())}")
+    return "\n".join(lines) + "\n"
+
+
+def preset_table(catalog: Any) -> str:
+    keys = ["layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"]
+    lines = [f"{'preset':<16}" + "".join(f"{k:>11}" for k in keys) + f"{'published':>12}  name"]
+    for pid in catalog.preset_ids():
+        p = catalog.preset(pid)
+        cells = "".join(f"{p.values[f'model.{k}'].value if f'model.{k}' in p.values else '-':>11}"
+                        for k in keys)
+        pub = p.published.get("params")
+        lines.append(f"{pid:<16}{cells}{(f'{pub / 1e9:.1f}B' if pub else '-'):>12}  {p.name}")
+    return "\n".join(lines) + "\n"
+
+
+def preset_details(p: Any) -> str:
+    lines = [f"{p.id}: {p.name}", f"  file: {p.path}", f"  source: {p.source}"]
+    for key, item in p.values.items():
+        lines.append(f"  {key:<28}{item.value}")
+    for key, v in p.published.items():
+        lines.append(f"  published {key:<18}{v:.4g}")
+    return "\n".join(lines) + "\n"
