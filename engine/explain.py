@@ -33,6 +33,9 @@ def _substituted(expr_text: str, values: dict[str, Any]) -> str:
     out = text
     for start, end, name in sorted(spans, reverse=True):
         v = values[name]
+        if isinstance(v, str):
+            out = out[:start] + v + out[end:]
+            continue
         try:
             fv = float(v)
             s = f"{fv:.4g}" if fv != int(fv) or abs(fv) >= 1e6 else str(int(fv))
@@ -51,6 +54,14 @@ def explain(engine: Engine, name: str, result: Result | None = None, depth: int 
     lines: list[str] = []
     seen: set[str] = set()
     values = result.values if result else {}
+    # What a reader sees substituted: choice labels and true/false rather than their codes.
+    shown_values: dict[str, Any] = dict(values)
+    if result is not None:
+        for n, label in result.config.labels.items():
+            if isinstance(label, bool):
+                shown_values[n] = "True" if label else "False"
+            elif isinstance(label, str):
+                shown_values[n] = repr(label)
 
     def describe(n: str, prefix: str, level: int) -> None:
         d = fs.definition(n)
@@ -88,7 +99,7 @@ def explain(engine: Engine, name: str, result: Result | None = None, depth: int 
         for old in fs.overridden.get(n, []):
             lines.append(f"{pad}overrides {old.path}:{old.line} (was: {getattr(old, 'expr', '')})")
         if result is not None:
-            lines.append(f"{pad}= {_substituted(q.expr, values)}")
+            lines.append(f"{pad}= {_substituted(q.expr, shown_values)}")
             lines.append(f"{pad}= {_value_text(values[n], q.unit)}")
         deps = fs.deps.get(n, [])
         if depth is not None and level >= depth:

@@ -8,7 +8,6 @@ names defined twice without `override: true`, undefined names (with "did you mea
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,17 +22,9 @@ from .defs import (
     parse_domain,
 )
 from .errors import DlfError, ModelError, did_you_mean, raise_all
+from .sources import Source, digest_sources
 from .units import UnitSyntaxError, format_dim, parse_unit
 from .yamlfile import Located, check_keys, load_yaml
-
-
-@dataclass(frozen=True)
-class Source:
-    """One formula file: where it is (for messages), its text, and who contributed it."""
-
-    path: str
-    text: str
-    origin: str = "dlformula"
 
 
 TOP_FIELDS = {
@@ -81,15 +72,6 @@ class FormulaSet:
 
     def names(self) -> list[str]:
         return [*self.inputs, *self.constants, *self.quantities]
-
-
-def digest_sources(sources: list[Source]) -> str:
-    h = hashlib.sha256()
-    for s in sources:
-        for part in (s.origin, s.path, s.text):
-            h.update(part.encode())
-            h.update(b"\0")
-    return h.hexdigest()
 
 
 def read_definitions(source: Source, errors: list[DlfError]) -> tuple[list[Definition],

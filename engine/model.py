@@ -39,7 +39,7 @@ class CompiledModel:
     line_of: dict[int, str]
     overrides: dict[str, list[str]] = field(default_factory=dict)  # name -> "path:line" replaced
     _code: Any = None
-    _fns: dict[bool, tuple[Any, Any]] = field(default_factory=dict)
+    _fns: dict[Any, tuple[Any, Any]] = field(default_factory=dict)
 
     @property
     def code(self) -> Any:
@@ -47,13 +47,46 @@ class CompiledModel:
             self._code = compile(self.source, f"<dlformula {self.digest[:12]}>", "exec")
         return self._code
 
-    def functions(self, vectorized: bool = False) -> tuple[Any, Any]:
-        """(evaluate, constraints) bound to plain-Python or NumPy helpers."""
-        if vectorized not in self._fns:
+    def functions(self, vectorized: bool = False,
+                  only: list[str] | tuple[str, ...] | None = None) -> tuple[Any, Any]:
+        """(evaluate, constraints) bound to plain-Python or NumPy helpers.
+
+        With `only`, `evaluate` computes just those names and what they depend on (and returns
+        only them): a sweep that ranks by step time need not compute the cost model.
+        """
+        key = (vectorized, tuple(only) if only else None)
+        if key not in self._fns:
             ns = numpy_namespace() if vectorized else scalar_namespace()
-            exec(self.code, ns)  # our own generated text, never user text
-            self._fns[vectorized] = (ns["evaluate"], ns["constraints"])
-        return self._fns[vectorized]
+            exec(self.code if not only else compile(self._pruned_source(only),
+                                                    "<dlformula pruned>", "exec"), ns)
+            # (our own generated text, never user text)
+            self._fns[key] = (ns["evaluate"], ns["constraints"])
+        return self._fns[key]
+
+    def _pruned_source(self, only: list[str] | tuple[str, ...]) -> str:
+        unknown = [n for n in only if n not in self.inputs and n not in self.constants
+                   and n not in self.quantities]
+        if unknown:
+            raise ModelError(f"unknown names: {', '.join(unknown)}")
+        needed, stack = set(), list(only)
+        while stack:
+            n = stack.pop()
+            if n not in needed:
+                needed.add(n)
+                stack.extend(self.deps.get(n, ()))
+        out, in_evaluate = [], False
+        for line in self.source.splitlines():
+            if line.startswith("def evaluate"):
+                in_evaluate = True
+            elif line.startswith("def "):
+                in_evaluate = False
+            if in_evaluate and line.startswith("    ") and " = " in line:
+                if line.split(" = ", 1)[0].strip() not in needed:
+                    continue
+            if in_evaluate and line.startswith("    return {"):
+                line = "    return {" + ", ".join(f"{n!r}: {n}" for n in only) + "}"
+            out.append(line)
+        return "\n".join(out) + "\n"
 
     def evaluate(self, values: dict[str, Any]) -> dict[str, Any]:
         """Every input, constant and quantity for one config (numbers in, numbers out)."""

@@ -53,6 +53,9 @@ def human(value: Any, unit: str) -> tuple[str, str]:
     if not math.isfinite(v):
         return str(v), unit
     u = parse_unit(unit)
+    if "GPU" in unit and u.scale != 1:  # GPU*h and the like read best in their own unit
+        n, name = _scaled(v, [(1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")])
+        return f"{n:.4g}", f"{name} {unit}".strip()
     si = v * u.scale
     k = _key(u.dim)
     if k == _B:
@@ -180,6 +183,11 @@ def _short(doc: str, width: int) -> str:
     return doc if len(doc) <= width else doc[: width - 1] + "…"
 
 
+# The figures a planner looks at first, in this order; other `summary:` names follow.
+KEY_ORDER = ["step_time", "mfu", "hfu", "tokens_per_second", "training_days", "gpu_hours",
+             "cost_usd", "energy_kwh"]
+
+
 def key_results(result: Result) -> list[str]:
     v, m, c = result.values, result.model, result.config
     lines = []
@@ -197,7 +205,8 @@ def key_results(result: Result) -> list[str]:
         lines.append(f"  {'memory_per_gpu':<26}{n1} {u1} of {n2} {u2} "
                      f"({100 * mem / cap:.0f}%): {verdict}")
     shown = {"memory_per_gpu", "hbm_capacity_used", "memory_fits"}
-    for name in m.summary:
+    first = [n for n in KEY_ORDER if n in m.summary]
+    for name in first + [n for n in m.summary if n not in first]:
         if name in shown or name not in v:
             continue
         q = m.quantities[name]
@@ -226,7 +235,9 @@ def to_table(result: Result, only: str | None = None, width: int = 120) -> str:
              "pipeline", "time", "cost"]
     all_groups = [g for g in order if g in groups or g in inputs_by_group]
     all_groups += sorted((set(groups) | set(inputs_by_group)) - set(all_groups))
-    doc_width = max(20, width - 26 - 24)
+    col = 2 + max([len(n) for names in (*groups.values(), *inputs_by_group.values())
+                   for n in names] or [10])
+    doc_width = max(20, width - col - 24)
     for g in all_groups:
         lines.append(f"[{g}]")
         for name in inputs_by_group.get(g, []):
@@ -239,11 +250,11 @@ def to_table(result: Result, only: str | None = None, width: int = 120) -> str:
                 text = f"{n} {u}".strip()
             origin = result.config.origins.get(name)
             src = f" ({origin.kind})" if origin and origin.kind != "config" else ""
-            lines.append(f"  {name:<30}{text:<22}input{src}")
+            lines.append(f"  {name:<{col}}{text:<22}input{src}")
         for name in groups.get(g, []):
             q = m.quantities[name]
             n, u = human(v[name], q.unit)
-            lines.append(f"  {name:<30}{(n + ' ' + u).strip():<22}"
+            lines.append(f"  {name:<{col}}{(n + ' ' + u).strip():<22}"
                          f"{_short(q.doc, doc_width)}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 from .errors import DlfError, ModelError, UsageError, did_you_mean, raise_all
-from .loader import Source
+from .sources import Source
 from .units import UnitSyntaxError, parse_unit
 from .yamlfile import Located, check_keys, load_yaml
 
