@@ -218,15 +218,34 @@ def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
         labels[name] = value
         origins[name] = origin
     if missing:
-        keys = ", ".join(model.inputs[n].config for n in missing)
-        hint = "; set them in the config or name a model preset (dlformula presets)"
-        errors.append(UsageError(f"missing values for {keys}{hint}", dpath))
+        errors += _missing_errors([model.inputs[n].config for n in missing], node, preset, dpath)
     raise_all(errors)
     config = Config(dpath, values, labels, origins, node, preset,
                     {k: v[0].value for k, v in merged.items()})
     if check_layout:
         check_constraints(model, config)
     return config
+
+
+def _missing_errors(keys: list[str], node: Node | None, preset: Preset | None,
+                    path: str) -> list[DlfError]:
+    """Missing values, grouped the way a user fixes them: a node, a model, the rest."""
+    out: list[DlfError] = []
+    rest = list(keys)
+    hardware = [k for k in keys if k.startswith("hardware.") and k != "hardware.gpus"]
+    if hardware and node is None:
+        out.append(UsageError("no hardware node: set hardware.node (`dlformula hardware` lists "
+                              "them)", path))
+        rest = [k for k in rest if k not in hardware]
+    model_keys = [k for k in keys if k.startswith("model.")]
+    if model_keys and preset is None:
+        out.append(UsageError("no model: set model.preset (`dlformula presets` lists them) or "
+                              "the fields " + ", ".join(model_keys), path))
+        rest = [k for k in rest if k not in model_keys]
+    if rest:
+        out.append(UsageError(f"missing values for {', '.join(rest)}; set them in the config",
+                              path))
+    return out
 
 
 def check_constraints(model: CompiledModel, config: Config) -> None:

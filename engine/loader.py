@@ -348,7 +348,8 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
         errors.append(ModelError(
             "circular definition: " + " --> ".join([*cycle, cycle[0]])
             + "; one of these must not depend on the others", first.path, first.line))
-    raise_all(errors)
+    # Keep going: each expression is built and unit-checked on its own (names carry declared
+    # units), so every remaining problem is reported in this same pass.
 
     # Build sympy objects and check each expression's dimension against its declared unit.
     symbols: dict[str, Any] = {}
@@ -366,6 +367,8 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
     builder = exprmod.Builder(env, symbol)
     exprs: dict[str, Any] = {}
     for name, q in quantities.items():
+        if name not in parsed or not parsed[name].names <= defined:
+            continue
         try:
             e, dim = builder.build(parsed[name])
         except exprmod.ExprError as exc:

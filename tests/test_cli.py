@@ -1,0 +1,121 @@
+"""The command line: formats, the JSON contract, help for every command, exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+import yaml
+
+from conftest import EXAMPLES
+
+GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
+
+
+def test_eval_table_key_results_first(run):
+    code, out, err = run("eval", GPT3)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("Key results: ") and "gpt3-175b on 1024 x a100-sxm4-80gb" in lines[0]
+    assert "memory_per_gpu" in lines[1] and "of 80.00 GiB" in lines[1] and "fits" in lines[1]
+    order = [l.split()[0] for l in lines[2:6]]
+    assert order == ["step_time", "mfu", "hfu", "tokens_per_second"]
+    assert "[memory]" in out and "[time]" in out
+    assert "GiB" in out and "TFLOP/s" in out and "days" in out
+
+
+def test_eval_json_contract(run, gpt3):
+    code, out, _ = run("eval", GPT3, "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    q = data["quantities"]
+    for name in ["params_total", "states_memory", "act_memory", "memory_per_gpu",
+                 "flops_per_step", "step_time", "mfu", "tokens_per_second", "training_days"]:
+        assert set(q[name]) == {"value", "unit", "doc"}
+        assert q[name]["value"] == pytest.approx(gpt3[name])
+    assert q["memory_per_gpu"]["unit"] == "byte" and q["step_time"]["unit"] == "s"
+    assert data["inputs"]["tp"]["value"] == 8 and data["inputs"]["recompute"]["value"] == "selective"
+    assert data["inputs"]["sp"]["value"] is True
+
+
+def test_eval_csv_yaml_only(run):
+    code, out, _ = run("eval", GPT3, "--format", "csv", "--only", "act_*")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and rows and all(r["name"].startswith("act_") for r in rows)
+    code, out, _ = run("eval", GPT3, "--format", "yaml", "--only", "step_time")
+    data = yaml.safe_load(out)
+    assert list(data["quantities"]) == ["step_time"]
+
+
+def test_explain_with_config(run):
+    code, out, _ = run("explain", "act_memory", "-c", GPT3)
+    assert code == 0
+    first = out.splitlines()[0]
+    assert first.startswith("act_memory = act_per_layer * layers_per_stage")
+    assert "defined at formulas/memory.yaml:" in out
+    assert "= 9.01 GiB" in out
+    assert "└── " in out and "input, training.recompute = selective" in out
+    # every quantity is expanded once; later mentions point back
+    assert out.count("\nact_per_layer = ") + out.count("── act_per_layer = ") == 1
+
+
+def test_explain_symbolic_depth_latex(run):
+    code, out, _ = run("explain", "mfu", "--depth", "1", "--latex")
+    assert code == 0
+    assert "latex: \\frac{" in out and "uses: " in out and "= " not in out.split("\n")[4]
+
+
+def test_list_graph_hardware_presets(run):
+    code, out, _ = run("list", "memory")
+    assert code == 0 and "memory_per_gpu" in out
+    code, out, _ = run("graph", "mfu", "--format", "mermaid")
+    assert code == 0 and out.startswith("flowchart LR") and "peak_flops --> mfu" in out
+    code, out, _ = run("graph", "act_memory")
+    assert code == 0 and '"act_per_layer" -> "act_memory";' in out
+    code, out, _ = run("hardware")
+    assert code == 0 and all(n in out for n in ["a100-sxm4-80gb", "h100-sxm", "h200", "mi300x"])
+    code, out, _ = run("hardware", "h100-sxm")
+    assert code == 0 and "source:" in out and "hbm_capacity" in out
+    code, out, _ = run("presets")
+    assert code == 0 and "llama3.1-405b" in out and "gpt3-175b" in out
+    code, out, _ = run("presets", "gpt3-175b")
+    assert code == 0 and "model.layers" in out and "Brown et al." in out
+
+
+@pytest.mark.parametrize("cmd", ["eval", "explain", "list", "graph", "check", "hardware",
+                                 "presets"])
+def test_every_command_has_help(run, cmd):
+    code, out, _ = run(cmd, "--help")
+    assert code == 0 and out.startswith(f"Usage: dlformula {cmd}")
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["eval"], 2, "error: Missing argument 'CONFIG'. (see `dlformula eval --help`)"),
+    (["eval", GPT3, "--format", "xml"], 2, "error: Invalid value for '--format'"),
+    (["frobnicate"], 2, "error: No such command 'frobnicate'."),
+    (["explain", "act_memroy"], 2, "error: no quantity or input named 'act_memroy' (did you "
+                                   "mean 'act_memory'?); `dlformula list` shows them all"),
+    (["graph", "nope"], 2, "error: no name 'nope'"),
+    (["hardware", "h100"], 2, "error: unknown hardware node 'h100'"),
+    (["list", "zzzz"], 2, "error: nothing matches 'zzzz'"),
+])
+def test_usage_errors(run, args, code, message):
+    got, out, err = run(*args)
+    assert got == code
+    assert err.startswith(message) and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_eval_is_the_console_script(tmp_path):
+    """The installed `dlformula` command works from any directory."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("dlformula")
+    assert exe, "dlformula is not on PATH: install the project first"
+    res = subprocess.run([exe, "eval", GPT3, "--only", "step_time", "--format", "json"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["quantities"]["step_time"]["value"] > 0

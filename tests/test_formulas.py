@@ -1,0 +1,117 @@
+"""Independent hand calculations against the formula set."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import DATA, EXAMPLES
+
+GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
+
+
+def test_gpt3_params_narayanan_eq2(gpt3):
+    L, h, V, s = 96, 12288, 50257, 2048
+    # Narayanan et al. 2021 eq. 2 (12lh^2 + 13lh + (V+s)h) plus the final LayerNorm (2h).
+    assert gpt3["params_total"] == 12 * L * h**2 + 13 * L * h + (V + s) * h + 2 * h
+
+
+@pytest.mark.parametrize("preset,published,tol", [
+    ("llama3.1-405b", 405e9, 0.01), ("llama3.1-70b", 70.6e9, 0.01), ("llama3.1-8b", 8.03e9, 0.01),
+    ("llama2-70b", 70e9, 0.02), ("nemotron4-340b", 340e9, 0.01), ("gpt3-175b", 175e9, 0.01),
+])
+def test_published_param_counts(engine, preset, published, tol):
+    r = engine.evaluate(GPT3, [f"model.preset={preset}", "parallelism.tp=1", "parallelism.pp=1",
+                               "parallelism.dp=1", "hardware.gpus=1", "training.global_batch=1"])
+    assert abs(r["params_total"] / published - 1) < tol
+
+
+def test_hf_config_llama31_8b(engine):
+    r = engine.evaluate(GPT3, ["parallelism.tp=8", "parallelism.pp=1", "parallelism.dp=128",
+                               "training.global_batch=1024"],
+                        hf_config=str(DATA / "hf" / "llama3.1-8b.json"))
+    assert r["params_total"] == 8_030_261_248  # the published safetensors total
+
+
+def test_hf_config_gpt2(engine):
+    r = engine.evaluate(GPT3, ["parallelism.tp=4", "parallelism.pp=1", "parallelism.dp=256",
+                               "training.global_batch=1024", "training.seq_len=1024"],
+                        hf_config=str(DATA / "hf" / "gpt2-like.json"))
+    assert r["params_total"] == 124_439_808  # GPT-2 small
+
+
+# Korthikanti et al. 2022, Table 2, bytes per layer with a = heads, t = tp.
+def korthikanti(s, b, h, a, t, case):
+    sbh = s * b * h
+    return {
+        "tp": sbh * (10 + 24 / t + 5 * a * s / (h * t)),
+        "tp_sp": sbh * (34 / t + 5 * a * s / (h * t)),
+        "tp_selective": sbh * (10 + 24 / t),
+        "tp_sp_selective": sbh * 34 / t,
+        "full": 2 * sbh,
+    }[case]
+
+
+@pytest.mark.parametrize("case,sp,recompute", [
+    ("tp", False, "none"), ("tp_sp", True, "none"), ("tp_selective", False, "selective"),
+    ("tp_sp_selective", True, "selective"), ("full", False, "full"),
+])
+def test_korthikanti_activations(engine, case, sp, recompute):
+    # The 22B model of Korthikanti Table 3: GPT layout, dropout on, no fused attention.
+    sets = ["model.preset=gpt3-175b", "model.layers=48", "model.hidden=6144", "model.heads=64",
+            "model.kv_heads=64", "model.ffn_hidden=24576", "parallelism.tp=8", "parallelism.pp=1",
+            "parallelism.dp=128", "training.global_batch=512", "training.micro_batch=4",
+            "training.dropout=true", "training.flash_attention=false",
+            f"parallelism.sp={str(sp).lower()}", f"training.recompute={recompute}"]
+    r = engine.evaluate(GPT3, sets)
+    assert r["act_per_layer"] == pytest.approx(korthikanti(2048, 4, 6144, 64, 8, case), rel=1e-12)
+
+
+def test_korthikanti_22b_no_recompute_total(engine):
+    """README of the validation set: 22B with TP 8, no SP, no recompute holds 59.25 GiB."""
+    sets = ["model.layers=48", "model.hidden=6144", "model.heads=64", "model.kv_heads=64",
+            "model.ffn_hidden=24576", "parallelism.tp=8", "parallelism.pp=1",
+            "parallelism.dp=128", "training.global_batch=512", "training.micro_batch=4",
+            "training.dropout=true", "training.flash_attention=false", "parallelism.sp=false",
+            "training.recompute=none"]
+    r = engine.evaluate(GPT3, sets)
+    assert r["act_per_layer"] * r["layers_per_stage"] / 2**30 == pytest.approx(59.25, abs=0.01)
+
+
+@pytest.mark.parametrize("pp,vpp,gb", [(8, 1, 1536), (8, 2, 1536), (4, 3, 768), (1, 1, 1536)])
+def test_bubble_fraction(engine, pp, vpp, gb):
+    dp = 1024 // (8 * pp)
+    r = engine.evaluate(GPT3, [f"parallelism.pp={pp}", f"parallelism.vpp={vpp}",
+                               f"parallelism.dp={dp}", f"training.global_batch={gb}"])
+    m = gb / dp
+    assert r["pipeline_bubble_fraction"] == pytest.approx((pp - 1) / (vpp * m))
+    assert r["pipeline_bubble_time"] == pytest.approx(
+        (pp - 1) / vpp * r["stage_microbatch_compute_time"])
+
+
+@pytest.mark.parametrize("zero,bytes_per_param", [
+    (0, lambda n: 2 + 4 + 4 + 8), (1, lambda n: 2 + 4 + 12 / n), (2, lambda n: 2 + 16 / n),
+    (3, lambda n: 18 / n)])
+def test_zero_stages(engine, zero, bytes_per_param):
+    r = engine.evaluate(GPT3, [f"parallelism.zero={zero}"])
+    n = r["dp"] * r["cp"]
+    assert r["states_memory"] == pytest.approx(r["params_per_gpu"] * bytes_per_param(n))
+
+
+def test_vpp_memory_factor(engine):
+    r = engine.evaluate(GPT3, ["parallelism.vpp=2"])
+    assert r["vpp_memory_factor"] == pytest.approx(1 + 7 / 16)
+
+
+def test_flops_per_step_korthikanti_eq7(gpt3):
+    B, L, s, h, V = 1536, 96, 2048, 12288, 50257
+    eq7 = 72 * B * L * s * h**2 * (1 + s / (6 * h) + V / (12 * h * L))
+    assert gpt3["flops_per_step"] == pytest.approx(eq7, rel=1e-12)
+
+
+def test_time_and_cost_are_consistent(gpt3):
+    assert gpt3["training_days"] == pytest.approx(gpt3["training_time"] / 86400)
+    assert gpt3["gpu_hours"] == pytest.approx(1024 * gpt3["training_time"] / 3600)
+    assert gpt3["cost_usd"] == pytest.approx(gpt3["gpu_hours"] * gpt3["price_per_gpu_hour"])
+    assert gpt3["mfu"] == pytest.approx(
+        gpt3["flops_per_step"] / (gpt3["step_time"] * 1024 * 312e12))
+    assert 0 < gpt3["mfu"] < gpt3["hfu"] < 1

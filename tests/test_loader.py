@@ -1,0 +1,108 @@
+"""Load-time checks: every bad formula file gets one line naming file:line and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import DATA
+
+BAD = "tests/data/bad"
+
+CASES = {
+    "yaml_syntax": [f"{BAD}/yaml_syntax.yaml:4: YAML syntax error: did not find expected key; "
+                    "fix the indentation or quoting on this line"],
+    "duplicate_key": [f"{BAD}/duplicate_key.yaml:7: duplicate key 'unit' (first defined on line "
+                      "4); remove one of them"],
+    "unknown_field": [
+        f"{BAD}/unknown_field.yaml:6: unknown field 'sauce' in quantity 'twice_layers' (did you "
+        "mean 'source'?); allowed fields: doc, expr, override, source, unit",
+        f"{BAD}/unknown_field.yaml:2: quantity 'twice_layers' has no 'source'; every definition "
+        "needs a source"],
+    "undefined_name": [f"{BAD}/undefined_name.yaml:3: quantity 'wide_layers' uses 'hiden', which "
+                       "nothing defines (did you mean 'hidden'?); define it as an input or "
+                       "quantity"],
+    "redefined": [f"{BAD}/redefined.yaml:2: 'params_total' is already defined at "
+                  "formulas/model.yaml:131; rename it, or add 'override: true' to replace the "
+                  "earlier definition"],
+    "cycle": [f"{BAD}/cycle.yaml:2: circular definition: alpha_time --> beta_time --> "
+              "alpha_time; one of these must not depend on the others"],
+    "unit_mismatch": [f"{BAD}/unit_mismatch.yaml:3: quantity 'bytes_plus_seconds': unit "
+                      "mismatch: both sides of '+' are byte and s; convert one side so the "
+                      "units agree"],
+    "bad_domain": [f"{BAD}/bad_domain.yaml:5: bad domain for input 'fudge': cannot read domain "
+                   "'positive please'; write e.g. 'integer >= 1', 'number > 0', "
+                   "'0 <= number <= 1', 'number', 'boolean', or give 'choices'"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_formula_file(run, name, monkeypatch):
+    monkeypatch.chdir(DATA.parent.parent)
+    code, out, err = run("check", f"{BAD}/{name}.yaml")
+    assert code == 1
+    assert out == ""
+    assert err.splitlines() == [f"error: {line}" for line in CASES[name]]
+    assert "Traceback" not in err
+
+
+def test_all_errors_at_once(run, monkeypatch):
+    monkeypatch.chdir(DATA.parent.parent)
+    code, _, err = run("check", f"{BAD}/many_errors.yaml")
+    assert code == 1
+    lines = err.splitlines()
+    assert len(lines) == 3
+    assert "'first_bad' uses 'layerz'" in lines[0] and "did you mean 'layers'" in lines[0]
+    assert ":13: quantity 'third_bad': attribute access" in lines[1]
+    assert ":8: quantity 'second_bad': unit mismatch" in lines[2]
+
+
+def test_unsafe_formula_refused_and_not_run(run, monkeypatch, tmp_path):
+    monkeypatch.chdir(DATA.parent.parent)
+    code, _, err = run("check", f"{BAD}/unsafe.yaml")
+    assert code == 1
+    assert "quantity 'evil': only calls to named functions are allowed" in err
+    import os
+
+    assert not os.path.exists("/tmp/dlformula-pwned")
+
+
+def test_good_extra_file(run, monkeypatch):
+    monkeypatch.chdir(DATA.parent.parent)
+    code, out, err = run("check", "tests/data/good/extra.yaml")
+    assert code == 0, err
+    assert out.startswith("ok: ")
+
+
+def test_override_replaces_and_is_remembered(tmp_path):
+    from dlformula.loader import load_formula_set
+    from dlformula.resources import builtin_folders, formula_sources
+    from dlformula.sources import Source
+
+    extra = Source("plugin/formulas/x.yaml", """
+quantities:
+  reserved_share:
+    expr: reserved_memory / hbm_capacity
+    unit: 1
+    doc: share
+    source: test
+  optimizer_time:
+    expr: 0 * step_time_floor
+    unit: s
+    doc: free optimizer
+    source: test
+    override: true
+constants:
+  step_time_floor: {value: 0, unit: s, doc: zero, source: test}
+""", "plugin")
+    fs = load_formula_set(formula_sources(builtin_folders()) + [extra])
+    assert fs.quantities["optimizer_time"].path == "plugin/formulas/x.yaml"
+    assert fs.overridden["optimizer_time"][0].path.endswith("compute.yaml")
+
+
+def test_definitions_are_immutable(engine):
+    import dataclasses
+
+    q = engine.model.quantities["act_memory"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        q.expr = "0"  # type: ignore[misc]
+    assert q.path.endswith("memory.yaml") and q.line > 0
