@@ -9,12 +9,12 @@ layouts that cannot run (the `constraints` of the formula files).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import DlfError, UsageError, did_you_mean, raise_all
 from .model import CompiledModel
-from .resources import Catalog, Node, Preset, display_path
+from .errors import display_path
+from .resources import Catalog, Node, Preset
 from .units import UnitSyntaxError, parse_unit
 from .yamlfile import Located, load_yaml
 
@@ -25,8 +25,7 @@ SPECIAL_KEYS = {
 }
 
 
-@dataclass
-class Origin:
+class Origin(NamedTuple):
     """Where an input's value came from, for messages and `explain`."""
 
     kind: str  # default | node | preset | config | set | hf_config
@@ -38,21 +37,24 @@ class Origin:
             return "default"
         if self.kind == "set":
             return "--set"
-        where = f"{self.path}:{self.line}" if self.line else str(self.path)
+        where = (f"{display_path(self.path)}:{self.line}" if self.line
+                 else display_path(self.path))
         return f"{self.kind} {where}"
 
 
-@dataclass
 class Config:
     """Resolved inputs for one evaluation."""
 
-    path: str
-    values: dict[str, Any]  # input name -> number the formulas see
-    labels: dict[str, Any]  # input name -> value as written (choice labels, booleans)
-    origins: dict[str, Origin]
-    node: Node | None = None
-    preset: Preset | None = None
-    raw: dict[str, Any] = field(default_factory=dict)  # dotted key -> plain value
+    def __init__(self, path: str, values: dict[str, Any], labels: dict[str, Any],
+                 origins: dict[str, Origin], node: Node | None = None,
+                 preset: Preset | None = None, raw: dict[str, Any] | None = None) -> None:
+        self.path = path
+        self.values = values  # input name -> number the formulas see
+        self.labels = labels  # input name -> value as written (choice labels, booleans)
+        self.origins = origins
+        self.node = node
+        self.preset = preset
+        self.raw = raw or {}  # dotted key -> plain value
 
 
 def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Located]:

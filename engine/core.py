@@ -13,7 +13,6 @@ path imports neither sympy nor networkx.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -23,13 +22,13 @@ from .model import CompiledModel, compile_model, load_cached, store_cached
 from .resources import Catalog, DataFolder, builtin_folders, formula_sources
 
 
-@dataclass
 class Result:
     """Values of every input, constant and quantity for one config."""
 
-    model: CompiledModel
-    config: Config
-    values: dict[str, Any]
+    def __init__(self, model: CompiledModel, config: Config, values: dict[str, Any]) -> None:
+        self.model = model
+        self.config = config
+        self.values = values
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -44,7 +43,7 @@ class Engine:
     def __init__(self, folders: list[DataFolder] | None = None, use_cache: bool = True,
                  plugins: Any = None) -> None:
         if folders is None:
-            from .plugins import PluginSet
+            from .plugin_manager import PluginSet
 
             self.plugins = plugins if plugins is not None else PluginSet.load()
             folders = builtin_folders() + self.plugins.folders()

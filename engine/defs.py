@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Domain:
+class Domain(NamedTuple):
     """The values an input accepts: `integer >= 1`, `0 < number <= 1`, `boolean`, choices."""
 
     kind: str  # integer | number | boolean | choice
@@ -66,8 +64,7 @@ def parse_domain(text: Any) -> Domain:
     )
 
 
-@dataclass(frozen=True)
-class InputDef:
+class InputDef(NamedTuple):
     name: str
     unit: str
     doc: str
@@ -100,8 +97,7 @@ class InputDef:
         return code
 
 
-@dataclass(frozen=True)
-class ConstantDef:
+class ConstantDef(NamedTuple):
     name: str
     value: float
     unit: str
@@ -113,8 +109,7 @@ class ConstantDef:
     override: bool = False
 
 
-@dataclass(frozen=True)
-class QuantityDef:
+class QuantityDef(NamedTuple):
     name: str
     expr: str
     unit: str
@@ -127,8 +122,7 @@ class QuantityDef:
     expr_line: int = 0
 
 
-@dataclass(frozen=True)
-class ConstraintDef:
+class ConstraintDef(NamedTuple):
     """A condition a config must meet to describe a layout that can run."""
 
     name: str

@@ -7,7 +7,20 @@ know it, what to do. The CLI turns these into one line each and an exit code in 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+
+
+def display_path(p: object) -> str:
+    """A path as a user would type it: relative to the working directory when inside it."""
+    s = str(p)
+    if not os.path.isabs(s):
+        return s
+    try:
+        rel = os.path.relpath(s)
+    except ValueError:
+        return s
+    return s if rel.startswith("..") else rel
 
 
 class DlfError(Exception):
@@ -27,10 +40,11 @@ class DlfError(Exception):
         self.line = line
 
     def __str__(self) -> str:
-        if self.path and self.line:
-            return f"{self.path}:{self.line}: {self.message}"
-        if self.path:
-            return f"{self.path}: {self.message}"
+        path = display_path(self.path) if self.path else None
+        if path and self.line:
+            return f"{path}:{self.line}: {self.message}"
+        if path:
+            return f"{path}: {self.message}"
         return self.message
 
     def lines(self) -> list[str]:

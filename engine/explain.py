@@ -12,7 +12,7 @@ import ast
 from typing import Any
 
 from .core import Engine, Result
-from .errors import UsageError, did_you_mean
+from .errors import UsageError, did_you_mean, display_path
 from .report import human
 
 
@@ -95,9 +95,10 @@ def explain(engine: Engine, name: str, result: Result | None = None, depth: int 
             lines.append(f"{pad}latex: {sympy.latex(fs.exprs[n])}")
         lines.append(f"{pad}{q.doc}")
         lines.append(f"{pad}source: {q.source}")
-        lines.append(f"{pad}defined at {q.path}:{q.line}  [{q.unit}]")
+        lines.append(f"{pad}defined at {display_path(q.path)}:{q.line}  [{q.unit}]")
         for old in fs.overridden.get(n, []):
-            lines.append(f"{pad}overrides {old.path}:{old.line} (was: {getattr(old, 'expr', '')})")
+            lines.append(f"{pad}overrides {display_path(old.path)}:{old.line} "
+                         f"(was: {getattr(old, 'expr', '')})")
         if result is not None:
             lines.append(f"{pad}= {_substituted(q.expr, shown_values)}")
             lines.append(f"{pad}= {_value_text(values[n], q.unit)}")

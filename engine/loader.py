@@ -21,7 +21,7 @@ from .defs import (
     QuantityDef,
     parse_domain,
 )
-from .errors import DlfError, ModelError, did_you_mean, raise_all
+from .errors import DlfError, ModelError, did_you_mean, display_path, raise_all
 from .sources import Source, digest_sources
 from .units import UnitSyntaxError, format_dim, parse_unit
 from .yamlfile import Located, check_keys, load_yaml
@@ -279,7 +279,8 @@ def merge(all_defs: list[Definition], errors: list[DlfError]) -> tuple[
             continue
         if not d.override:
             errors.append(ModelError(
-                f"'{d.name}' is already defined at {prev.path}:{prev.line}; rename it, or add "
+                f"'{d.name}' is already defined at {display_path(prev.path)}:{prev.line}; rename "
+                "it, or add "
                 "'override: true' to replace the earlier definition", d.path, d.line))
             continue
         overridden.setdefault(d.name, []).append(prev)
@@ -401,6 +402,6 @@ def _check_config_keys(inputs: dict[str, InputDef], errors: list[DlfError]) -> N
         if d.config in seen:
             prev = seen[d.config]
             errors.append(ModelError(f"config key '{d.config}' already sets input "
-                                     f"'{prev.name}' ({prev.path}:{prev.line}); each key sets "
+                                     f"'{prev.name}' ({display_path(prev.path)}:{prev.line}); each key sets "
                                      "one input", d.path, d.line))
         seen[d.config] = d

@@ -7,39 +7,44 @@ one marshal file: no YAML parsing of formulas, no sympy, no networkx.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import marshal
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .defs import ConstantDef, ConstraintDef, Domain, InputDef, QuantityDef
-from .errors import ModelError
+from .errors import ModelError, display_path
 from .runtime import numpy_namespace, scalar_namespace
 
 CACHE_FORMAT = 3  # bump when the cached layout or the generated code changes shape
 _CODE_MODULES = ("codegen.py", "expr.py", "loader.py", "defs.py", "model.py", "runtime.py")
 
 
-@dataclass
 class CompiledModel:
-    inputs: dict[str, InputDef]
-    constants: dict[str, ConstantDef]
-    quantities: dict[str, QuantityDef]
-    constraints: list[ConstraintDef]
-    constraint_names: list[list[str]]  # names each constraint uses (for error locations)
-    summary: list[str]
-    order: list[str]
-    deps: dict[str, list[str]]
-    digest: str
-    source: str  # the generated Python text
-    line_of: dict[int, str]
-    overrides: dict[str, list[str]] = field(default_factory=dict)  # name -> "path:line" replaced
-    _code: Any = None
-    _fns: dict[Any, tuple[Any, Any]] = field(default_factory=dict)
+    """Definitions plus the generated code that evaluates them. (A plain class, not a
+    dataclass: this module is on every command's start-up path.)"""
+
+    def __init__(self, inputs: dict[str, InputDef], constants: dict[str, ConstantDef],
+                 quantities: dict[str, QuantityDef], constraints: list[ConstraintDef],
+                 constraint_names: list[list[str]], summary: list[str], order: list[str],
+                 deps: dict[str, list[str]], digest: str, source: str,
+                 line_of: dict[int, str], overrides: dict[str, list[str]] | None = None) -> None:
+        self.inputs = inputs
+        self.constants = constants
+        self.quantities = quantities
+        self.constraints = constraints
+        self.constraint_names = constraint_names  # inputs each constraint depends on
+        self.summary = summary
+        self.order = order
+        self.deps = deps
+        self.digest = digest
+        self.source = source  # the generated Python text
+        self.line_of = line_of
+        self.overrides = overrides or {}  # name -> ["path:line" it replaced]
+        self._code: Any = None
+        self._fns: dict[Any, tuple[Any, Any]] = {}
 
     @property
     def code(self) -> Any:
@@ -110,7 +115,7 @@ class CompiledModel:
             tb = tb.tb_next
         if name:
             q = self.quantities[name]
-            return (f"{q.path}:{q.line}: evaluating '{name}' failed ({exc}); check the inputs "
+            return (f"{display_path(q.path)}:{q.line}: evaluating '{name}' failed ({exc}); check the inputs "
                     "it depends on (dlformula explain " + name + ")")
         return f"evaluation failed: {exc}"
 
@@ -151,11 +156,7 @@ class CompiledModel:
 
 
 def _pack(d: Any) -> dict[str, Any]:
-    out = {}
-    for f in dataclasses.fields(d):
-        v = getattr(d, f.name)
-        out[f.name] = dataclasses.asdict(v) if isinstance(v, Domain) else v
-    return out
+    return {k: (v._asdict() if isinstance(v, Domain) else v) for k, v in d._asdict().items()}
 
 
 def _unpack(cls: type, d: dict[str, Any]) -> Any:

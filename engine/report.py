@@ -8,12 +8,11 @@ otherwise: training_days, gpu_hours, cost_usd, energy_kwh).
 
 from __future__ import annotations
 
-import fnmatch
-import json
 import math
 from typing import Any
 
 from .core import Result
+from .errors import display_path
 from .units import Dim, parse_unit
 
 _B = (1, 0, 0, 0, 0)
@@ -110,6 +109,8 @@ def _matches(name: str, pattern: str | None) -> bool:
     if not pattern:
         return True
     if any(c in pattern for c in "*?["):
+        import fnmatch
+
         return fnmatch.fnmatchcase(name, pattern)
     return pattern in name
 
@@ -149,6 +150,8 @@ def as_dict(result: Result, only: str | None = None) -> dict[str, Any]:
 
 
 def to_json(result: Result, only: str | None = None) -> str:
+    import json
+
     return json.dumps(as_dict(result, only), indent=2)
 
 
@@ -281,7 +284,7 @@ def hardware_table(catalog: Any) -> str:
 
 
 def node_details(node: Any) -> str:
-    lines = [f"{node.id}: {node.name} ({node.vendor})", f"  file: {node.path}"]
+    lines = [f"{node.id}: {node.name} ({node.vendor})", f"  file: {display_path(node.path)}"]
     if node.notes:
         lines.append(f"  notes: {' '.join(node.notes.split())}")
     for key, spec in node.specs.items():
@@ -303,7 +306,8 @@ def preset_table(catalog: Any) -> str:
 
 
 def preset_details(p: Any) -> str:
-    lines = [f"{p.id}: {p.name}", f"  file: {p.path}", f"  source: {p.source}"]
+    lines = [f"{p.id}: {p.name}", f"  file: {display_path(p.path)}",
+             f"  source: {p.source}"]
     for key, item in p.values.items():
         lines.append(f"  {key:<28}{item.value}")
     for key, v in p.published.items():

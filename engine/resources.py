@@ -6,29 +6,16 @@ install or a source checkout. Plugins add further folders of the same three kind
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
-from .errors import DlfError, ModelError, UsageError, did_you_mean, raise_all
+from .errors import DlfError, ModelError, UsageError, did_you_mean, display_path, raise_all
 from .sources import Source
 from .units import UnitSyntaxError, parse_unit
 from .yamlfile import Located, check_keys, load_yaml
 
 
-def display_path(p: Any) -> str:
-    """A path as a user would type it: relative to the working directory when inside it."""
-    s = str(p)
-    try:
-        rel = os.path.relpath(s)
-    except ValueError:
-        return s
-    return s if rel.startswith("..") else rel
-
-
-@dataclass(frozen=True)
-class DataFolder:
+class DataFolder(NamedTuple):
     """A folder of YAML files contributed by the core or a plugin."""
 
     kind: str  # formulas | hardware | presets
@@ -55,20 +42,18 @@ def formula_sources(folders: list[DataFolder]) -> list[Source]:
         if folder.kind != "formulas":
             continue
         for f in folder.files():
-            out.append(Source(display_path(f), f.read_text(encoding="utf-8"), folder.origin))
+            out.append(Source(_abspath(f), f.read_text(encoding="utf-8"), folder.origin))
     return out
 
 
-@dataclass(frozen=True)
-class Spec:
+class Spec(NamedTuple):
     value: float  # in the unit it is written in
     unit: str
     source: str
     line: int
 
 
-@dataclass(frozen=True)
-class Node:
+class Node(NamedTuple):
     """A hardware node type: one accelerator's figures and what surrounds it."""
 
     id: str
@@ -80,14 +65,13 @@ class Node:
     origin: str = "dlformula"
 
 
-@dataclass(frozen=True)
-class Preset:
+class Preset(NamedTuple):
     id: str
     name: str
     source: str
     values: dict[str, Located]  # dotted config key -> value with its line
-    published: dict[str, float] = field(default_factory=dict)
-    path: str = ""
+    published: dict[str, float]
+    path: str
     origin: str = "dlformula"
 
 
@@ -133,8 +117,16 @@ class Catalog:
         return read_preset(preset_id, *entry)
 
 
+def _abspath(f: Any) -> str:
+    """A data file's absolute path (kept absolute so cached definitions do not depend on the
+    directory they were built from; messages shorten it with display_path)."""
+    import os
+
+    return os.path.abspath(str(f))
+
+
 def read_node(node_id: str, f: Any, origin: str) -> Node:
-    path = display_path(f)
+    path = _abspath(f)
     root = load_yaml(f.read_text(encoding="utf-8"), path)
     errors: list[DlfError] = []
     if not isinstance(root.value, dict):
@@ -174,7 +166,7 @@ def read_node(node_id: str, f: Any, origin: str) -> Node:
 
 
 def read_preset(preset_id: str, f: Any, origin: str) -> Preset:
-    path = display_path(f)
+    path = _abspath(f)
     root = load_yaml(f.read_text(encoding="utf-8"), path)
     errors: list[DlfError] = []
     if not isinstance(root.value, dict):
@@ -228,5 +220,5 @@ def extra_sources(base: list[Source], paths: list[str]) -> list[Source]:
             text = f.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"cannot read formula file: {exc}", display_path(f)) from None
-        out.append(Source(display_path(f), text, "check"))
+        out.append(Source(_abspath(f), text, "check"))
     return out

@@ -4,11 +4,10 @@ Kept apart from loader.py so that a cached run never imports the loader."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(NamedTuple):
     """One formula file: where it is (for messages), its text, and who contributed it."""
 
     path: str

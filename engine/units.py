@@ -12,7 +12,7 @@ Dimension checking is deliberately only about dimensions: `training_days` in `da
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from typing import NamedTuple
 from fractions import Fraction
 
 BASE = ("byte", "s", "FLOP", "USD", "J")
@@ -25,8 +25,7 @@ def _dim(**powers: int) -> Dim:
     return tuple(Fraction(powers.get(b, 0)) for b in BASE)
 
 
-@dataclass(frozen=True)
-class Unit:
+class Unit(NamedTuple):
     scale: float  # multiply a value in this unit by `scale` to get SI base units
     dim: Dim
 

@@ -9,8 +9,7 @@ because configs are full of such figures.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -33,8 +32,7 @@ _Loader.add_implicit_resolver(
 _constructor = yaml.constructor.SafeConstructor()
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     """A YAML value with the line it starts on. Mappings hold `dict[str, Located]`."""
 
     value: Any

@@ -3,14 +3,13 @@ plugin issue lands: only built-in data is loaded.)"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 from .resources import DataFolder
 
 
-@dataclass
 class PluginSet:
-    extra: list[DataFolder] = field(default_factory=list)
+    def __init__(self, extra: list[DataFolder] | None = None) -> None:
+        self.extra = list(extra or [])
 
     @classmethod
     def load(cls) -> PluginSet:
