@@ -51,9 +51,10 @@ hf_option = click.option("--hf-config", type=click.Path(dir_okay=False),
 @hf_option
 @click.option("--only", metavar="PATTERN", help="Only names matching PATTERN (glob, or a substring).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--brief", is_flag=True, help="Only the key results (table format).")
 @click.pass_context
 def eval_cmd(ctx: click.Context, config: str, sets: tuple[str, ...], hf_config: str | None,
-             only: str | None, fmt: str) -> None:
+             only: str | None, fmt: str, brief: bool) -> None:
     """Evaluate every quantity for CONFIG.
 
     The table shows human units (GiB, TFLOP/s, ms, days) with the key results first; json, csv
@@ -62,6 +63,9 @@ def eval_cmd(ctx: click.Context, config: str, sets: tuple[str, ...], hf_config: 
     from . import report
 
     result = _engine(ctx).evaluate(config, sets, hf_config)
+    if brief:
+        click.echo("\n".join(report.key_results(result)))
+        return
     writer = {"table": report.to_table, "json": report.to_json, "csv": report.to_csv,
               "yaml": report.to_yaml}[fmt]
     text = writer(result, only)
