@@ -63,6 +63,8 @@ def eval_cmd(ctx: click.Context, config: str, sets: tuple[str, ...], hf_config: 
     from . import report
 
     result = _engine(ctx).evaluate(config, sets, hf_config)
+    for message in result.model.warnings(result.values):
+        click.echo(f"warning: {message}", err=True)
     if brief:
         click.echo("\n".join(report.key_results(result)))
         return

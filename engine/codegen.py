@@ -130,8 +130,10 @@ def generate(fs: FormulaSet) -> tuple[str, dict[int, str]]:
     lines.append("")
     # Constraints take the inputs and compute only the quantities they need, so a layout that
     # cannot run is reported before anything that would divide by its zeros is evaluated.
+    checks = [c for d, c in zip(fs.constraints, fs.conditions) if d.kind == "constraint"]
+    warns = [c for d, c in zip(fs.constraints, fs.conditions) if d.kind == "warning"]
     lines.append("def constraints(_in):")
-    needed = _closure({s.name for c in fs.conditions for s in c.free_symbols}, fs.deps)
+    needed = _closure({s.name for c in checks for s in c.free_symbols}, fs.deps)
     for n in sorted(needed & set(fs.inputs)):
         lines.append(f"    {n} = _in[{n!r}]")
     for n in sorted(needed & set(fs.constants)):
@@ -139,7 +141,13 @@ def generate(fs: FormulaSet) -> tuple[str, dict[int, str]]:
     for n in fs.order:
         if n in needed:
             lines.append(f"    {n} = {printer.p(fs.exprs[n])}")
-    lines.append("    return [" + ", ".join(printer.p(c) for c in fs.conditions) + "]")
+    lines.append("    return [" + ", ".join(printer.p(c) for c in checks) + "]")
+    lines.append("")
+    # Warnings look at evaluated values (any quantity), after a layout has been accepted.
+    lines.append("def warnings(_v):")
+    for n in sorted({s.name for c in warns for s in c.free_symbols}):
+        lines.append(f"    {n} = _v[{n!r}]")
+    lines.append("    return [" + ", ".join(printer.p(c) for c in warns) + "]")
     return "\n".join(lines) + "\n", line_of
 
 

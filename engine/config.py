@@ -260,7 +260,7 @@ def check_constraints(model: CompiledModel, config: Config) -> None:
             continue
         if shown is None:
             shown = _message_values(model, config.values)
-        message = _fill(c.message, shown, model)
+        message = fill_message(c.message, shown, model)
         path, line = _blame(names, config, model)
         errors.append(UsageError(message, path, line))
     raise_all(errors)
@@ -291,7 +291,7 @@ def _blame(names: list[str], config: Config, model: CompiledModel) -> tuple[str,
 _PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*)\}")
 
 
-def _fill(message: str, values: dict[str, Any], model: CompiledModel) -> str:
+def fill_message(message: str, values: dict[str, Any], model: CompiledModel) -> str:
     def sub(m: re.Match[str]) -> str:
         name = m.group(1)
         if name not in values:
@@ -300,9 +300,18 @@ def _fill(message: str, values: dict[str, Any], model: CompiledModel) -> str:
         d = model.inputs.get(name)
         if d is not None:
             v = d.label(v)
-        if isinstance(v, float) and v == int(v):
+        unit = d.unit if d is not None else (model.quantities[name].unit
+                                             if name in model.quantities else "1")
+        if isinstance(v, (bool, str)):
+            return str(v).lower() if isinstance(v, bool) else v
+        if isinstance(v, float) and v == int(v) and abs(v) < 1e4:
             v = int(v)
-        return f"{v:g}" if isinstance(v, float) else str(v)
+        if isinstance(v, int) and abs(v) < 1e4:
+            return str(v)
+        from .humanize import human
+
+        n, u = human(v, unit)
+        return f"{n} {u}".strip()
 
     return _PLACEHOLDER.sub(sub, message)
 

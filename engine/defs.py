@@ -123,7 +123,8 @@ class QuantityDef(NamedTuple):
 
 
 class ConstraintDef(NamedTuple):
-    """A condition a config must meet to describe a layout that can run."""
+    """A condition a config must meet to describe a layout that can run (kind 'constraint'),
+    or one whose failure is worth a warning but still evaluates (kind 'warning')."""
 
     name: str
     check: str
@@ -131,6 +132,7 @@ class ConstraintDef(NamedTuple):
     path: str
     line: int
     group: str
+    kind: str = "constraint"
 
 
 Definition = InputDef | ConstantDef | QuantityDef

@@ -30,6 +30,7 @@ from .yamlfile import Located, check_keys, load_yaml
 TOP_FIELDS = {
     "inputs": "values a config sets", "constants": "fixed numbers with units",
     "quantities": "formulas", "constraints": "conditions a runnable layout meets",
+    "warnings": "conditions whose failure deserves a warning",
     "summary": "key results listed first by eval",
 }
 INPUT_FIELDS = {
@@ -114,6 +115,7 @@ def read_definitions(source: Source, errors: list[DlfError]) -> tuple[list[Defin
             if d is not None:
                 defs.append(d)
     constraints = _read_constraints(root.value.get("constraints"), path, group, errors)
+    constraints += _read_constraints(root.value.get("warnings"), path, group, errors, "warning")
     summary: list[str] = []
     block = root.value.get("summary")
     if block is not None:
@@ -241,11 +243,11 @@ def _read_quantity(name: str, item: Located, path: str, group: str,
 
 
 def _read_constraints(block: Located | None, path: str, group: str,
-                      errors: list[DlfError]) -> list[ConstraintDef]:
+                      errors: list[DlfError], kind: str = "constraint") -> list[ConstraintDef]:
     if block is None or block.value is None:
         return []
     if not isinstance(block.value, list):
-        errors.append(ModelError("'constraints' must be a list of {name, check, message}", path,
+        errors.append(ModelError(f"'{kind}s' must be a list of {{name, check, message}}", path,
                                  block.line))
         return []
     out = []
@@ -262,8 +264,8 @@ def _read_constraints(block: Located | None, path: str, group: str,
                                      item.line))
             continue
         out.append(ConstraintDef(name, check.value, _text(item, "message", path,
-                                                          "a constraint", errors),
-                                 path, check.line, group))
+                                                          f"a {kind}", errors),
+                                 path, check.line, group, kind))
     return out
 
 

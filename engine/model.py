@@ -18,7 +18,7 @@ from .defs import ConstantDef, ConstraintDef, Domain, InputDef, QuantityDef
 from .errors import ModelError, display_path
 from .runtime import numpy_namespace, scalar_namespace
 
-CACHE_FORMAT = 3  # bump when the cached layout or the generated code changes shape
+CACHE_FORMAT = 4  # bump when the cached layout or the generated code changes shape
 _CODE_MODULES = ("codegen.py", "expr.py", "loader.py", "defs.py", "model.py", "runtime.py")
 
 
@@ -30,7 +30,8 @@ class CompiledModel:
                  quantities: dict[str, QuantityDef], constraints: list[ConstraintDef],
                  constraint_names: list[list[str]], summary: list[str], order: list[str],
                  deps: dict[str, list[str]], digest: str, source: str,
-                 line_of: dict[int, str], overrides: dict[str, list[str]] | None = None) -> None:
+                 line_of: dict[int, str], overrides: dict[str, list[str]] | None = None,
+                 warning_defs: list[ConstraintDef] | None = None) -> None:
         self.inputs = inputs
         self.constants = constants
         self.quantities = quantities
@@ -43,6 +44,7 @@ class CompiledModel:
         self.source = source  # the generated Python text
         self.line_of = line_of
         self.overrides = overrides or {}  # name -> ["path:line" it replaced]
+        self.warning_defs = warning_defs or []
         self._code: Any = None
         self._fns: dict[Any, tuple[Any, Any]] = {}
 
@@ -66,7 +68,17 @@ class CompiledModel:
                                                     "<dlformula pruned>", "exec"), ns)
             # (our own generated text, never user text)
             self._fns[key] = (ns["evaluate"], ns["constraints"])
+            self._fns[("warnings", vectorized, key[1])] = ns["warnings"]
         return self._fns[key]
+
+    def warnings(self, values: dict[str, Any]) -> list[str]:
+        """Messages of the warnings whose condition fails for these evaluated values."""
+        self.functions()
+        fn = self._fns[("warnings", False, None)]
+        from .config import fill_message
+
+        return [fill_message(w.message, values, self) for ok, w in zip(fn(values), self.warning_defs)
+                if not ok]
 
     def _pruned_source(self, only: list[str] | tuple[str, ...]) -> str:
         unknown = [n for n in only if n not in self.inputs and n not in self.constants
@@ -134,6 +146,7 @@ class CompiledModel:
             "summary": self.summary, "order": self.order, "deps": self.deps,
             "digest": self.digest, "source": self.source,
             "line_of": list(self.line_of.items()), "overrides": self.overrides,
+            "warnings": [_pack(d) for d in self.warning_defs],
             "code": self.code,
         }
         return marshal.dumps(meta)
@@ -150,6 +163,7 @@ class CompiledModel:
             [_unpack(ConstraintDef, d) for d in m["constraints"]],
             m["constraint_names"], m["summary"], m["order"], m["deps"], m["digest"],
             m["source"], dict(m["line_of"]), m["overrides"],
+            [_unpack(ConstraintDef, d) for d in m["warnings"]],
         )
         model._code = m["code"]
         return model
@@ -221,9 +235,12 @@ def compile_model(fs: Any) -> CompiledModel:
 
     source, line_of = generate(fs)
     overrides = {n: [f"{d.path}:{d.line}" for d in ds] for n, ds in fs.overridden.items()}
-    names = [_inputs_behind({s.name for s in c.free_symbols}, fs) for c in fs.conditions]
-    return CompiledModel(fs.inputs, fs.constants, fs.quantities, fs.constraints, names,
-                         fs.summary, fs.order, fs.deps, fs.digest, source, line_of, overrides)
+    checks = [(d, c) for d, c in zip(fs.constraints, fs.conditions) if d.kind == "constraint"]
+    names = [_inputs_behind({s.name for s in c.free_symbols}, fs) for _, c in checks]
+    warns = [d for d in fs.constraints if d.kind == "warning"]
+    return CompiledModel(fs.inputs, fs.constants, fs.quantities, [d for d, _ in checks], names,
+                         fs.summary, fs.order, fs.deps, fs.digest, source, line_of, overrides,
+                         warns)
 
 
 def _inputs_behind(names: set[str], fs: Any) -> list[str]:

@@ -119,3 +119,15 @@ def test_eval_is_the_console_script(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["quantities"]["step_time"]["value"] > 0
+
+
+def test_warnings_go_to_stderr_and_do_not_stop(run):
+    code, out, err = run("eval", GPT3, "--set", "training.global_batch=15360", "--brief")
+    assert code == 0 and out.startswith("Key results")
+    assert err == ("warning: the batch of 31.46 M token exceeds the critical batch of about "
+                   "15.33 M token (Kaplan et al. 2020): larger batches waste compute; lower "
+                   "training.global_batch\n")
+    code, out, err = run("eval", GPT3, "--set", "parallelism.tp=1", "--set", "parallelism.dp=128",
+                         "--brief")
+    assert code == 0 and "DOES NOT FIT" in out
+    assert "warning: memory_per_gpu = " in err and "exceeds hbm_capacity = 80.00 GiB" in err

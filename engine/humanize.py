@@ -1,0 +1,98 @@
+"""Human units: pick a readable unit for a value from its dimension (GiB, TFLOP/s, ms, days).
+Small and import-light: eval tables, constraint and warning messages all use it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .units import Dim, parse_unit
+
+_B = (1, 0, 0, 0, 0)
+_S = (0, 1, 0, 0, 0)
+_F = (0, 0, 1, 0, 0)
+_USD = (0, 0, 0, 1, 0)
+_J = (0, 0, 0, 0, 1)
+
+
+def _key(dim: Dim) -> tuple[int, ...]:
+    return tuple(int(x) for x in dim)
+
+
+def _scaled(v: float, steps: list[tuple[float, str]]) -> tuple[float, str]:
+    for factor, name in steps:
+        if abs(v) >= factor:
+            return v / factor, name
+    return v / steps[-1][0], steps[-1][1]
+
+
+def _num(v: float, digits: int = 4) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e5 or abs(v) < 1e-3:
+        return f"{v:.{digits - 1}e}"
+    return f"{v:.{digits}g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def human(value: Any, unit: str) -> tuple[str, str]:
+    """(number text, unit text) in a unit a person would pick."""
+    if isinstance(value, bool):
+        return ("yes" if value else "no"), ""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value), ""
+    if not math.isfinite(v):
+        return str(v), unit
+    u = parse_unit(unit)
+    if "GPU" in unit and u.scale != 1:  # GPU*h and the like read best in their own unit
+        n, name = _scaled(v, [(1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")])
+        return f"{n:.4g}", f"{name} {unit}".strip()
+    si = v * u.scale
+    k = _key(u.dim)
+    if k == _B:
+        n, name = _scaled(si, [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"),
+                               (2.0**10, "KiB"), (1.0, "B")])
+        return f"{n:.2f}", name
+    if k == (1, -1, 0, 0, 0):
+        n, name = _scaled(si, [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")])
+        return f"{n:.4g}", name
+    if k == _S:
+        a = abs(si)
+        if a == 0:
+            return "0", "s"
+        if a < 1e-3:
+            return f"{si * 1e6:.4g}", "us"
+        if a < 1:
+            return f"{si * 1e3:.4g}", "ms"
+        if a < 300:
+            return f"{si:.4g}", "s"
+        if a < 3 * 3600:
+            return f"{si / 60:.4g}", "min"
+        if a < 3 * 86400:
+            return f"{si / 3600:.4g}", "h"
+        return f"{si / 86400:.4g}", "days"
+    if k == _F:
+        n, name = _scaled(si, [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"),
+                               (1e12, "TFLOP"), (1e9, "GFLOP"), (1.0, "FLOP")])
+        return f"{n:.4g}", name
+    if k == (0, -1, 1, 0, 0):
+        n, name = _scaled(si, [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
+                               (1e9, "GFLOP/s"), (1.0, "FLOP/s")])
+        return f"{n:.4g}", name
+    if k == _USD:
+        return f"{si:,.0f}" if abs(si) >= 100 else f"{si:.2f}", "USD"
+    if k == _J:
+        n, name = _scaled(si, [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),
+                               (1.0, "J")])
+        return f"{n:.4g}", name
+    if k == (0, -1, 0, 0, 1):
+        n, name = _scaled(si, [(1e6, "MW"), (1e3, "kW"), (1.0, "W")])
+        return f"{n:.4g}", name
+    if k == (0, -1, 0, 0, 0) and unit.startswith("token"):
+        n, name = _scaled(si, [(1e6, "M"), (1e3, "k"), (1.0, "")])
+        return f"{n:.4g}", f"{name} token/s".strip()
+    if k == (0, 0, 0, 0, 0) and unit not in ("1", "") and abs(v) >= 1e4:
+        n, name = _scaled(v, [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")])
+        return f"{n:.4g}", f"{name} {unit}"
+    return _num(v), "" if unit == "1" else unit
