@@ -115,3 +115,19 @@ def test_time_and_cost_are_consistent(gpt3):
     assert gpt3["mfu"] == pytest.approx(
         gpt3["flops_per_step"] / (gpt3["step_time"] * 1024 * 312e12))
     assert 0 < gpt3["mfu"] < gpt3["hfu"] < 1
+
+
+def test_mla_attention_params_deepseek_v3(engine):
+    """DeepSeek-V3 attention, counted by hand from its config.json (arXiv:2412.19437)."""
+    h, heads, q_r, kv_r, nope, rope, v = 7168, 128, 1536, 512, 128, 64, 128
+    by_hand = (h * q_r + q_r + q_r * heads * (nope + rope)  # W_DQ, q norm, W_UQ
+               + h * (kv_r + rope) + kv_r  # W_DKV with the rotary key, kv norm
+               + kv_r * heads * (nope + v)  # W_UK and W_UV
+               + heads * v * h)  # W_O
+    sets = ["model.hidden=7168", "model.heads=128", "model.kv_heads=128", "model.layers=64",
+            "mla.q_lora_rank=1536", "mla.kv_lora_rank=512", "mla.qk_nope_head_dim=128",
+            "mla.qk_rope_head_dim=64", "mla.v_head_dim=128"]
+    r = engine.evaluate(GPT3, sets)
+    assert r["attention_params_per_layer"] == by_hand
+    # scores use the 192-wide query/key heads, the output the 128-wide values
+    assert r["q_width"] == 128 * 192 and r["value_width"] == 128 * 128
