@@ -125,6 +125,7 @@ def test_mla_attention_params_deepseek_v3(engine):
                + kv_r * heads * (nope + v)  # W_UK and W_UV
                + heads * v * h)  # W_O
     sets = ["model.hidden=7168", "model.heads=128", "model.kv_heads=128", "model.layers=64",
+            "model.linear_bias=false",
             "mla.q_lora_rank=1536", "mla.kv_lora_rank=512", "mla.qk_nope_head_dim=128",
             "mla.qk_rope_head_dim=64", "mla.v_head_dim=128"]
     r = engine.evaluate(GPT3, sets)
