@@ -45,8 +45,8 @@ class _Printer:
             return self._mul(e)
         if isinstance(e, sympy.Pow):
             base, exp = e.args
-            if exp == -1:
-                return f"(1/{self.p(base)})"
+            if exp.is_Number and exp < 0:
+                return f"_div(1, {self.p(base ** (-exp))})"
             if exp.is_Rational and not exp.is_Integer:
                 return f"({self.p(base)}**{float(exp)!r})"
             return f"({self.p(base)}**{self.p(exp)})"
@@ -84,7 +84,9 @@ class _Printer:
         top = "*".join(num) if num else "1"
         if not den:
             return f"({top})"
-        return f"({top}/({'*'.join(den)}))"
+        # Every division goes through _div: both branches of a condition are computed (the
+        # same code runs on arrays), so a branch not taken may divide by zero harmlessly.
+        return f"_div({top}, {'*'.join(den)})"
 
     def _piecewise(self, pairs: list[Any]) -> str:
         (value, cond), rest = pairs[0], pairs[1:]

@@ -46,14 +46,23 @@ def _not(a: Any) -> bool:
 
 
 def _mod(a: Any, b: Any) -> Any:
-    return a % b
+    return a % b if b else math.nan
+
+
+def _div(a: Any, b: Any) -> Any:
+    """Division that, like NumPy, gives inf or nan instead of raising: generated code computes
+    both branches of every condition, and the branch not taken may divide by zero."""
+    try:
+        return a / b
+    except ZeroDivisionError:
+        return math.nan if a == 0 else math.copysign(math.inf, a)
 
 
 def scalar_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     ns: dict[str, Any] = {
         "_where": _where, "_max": max, "_min": min, "_ceil": _ceil, "_floor": _floor,
         "_abs": abs, "_mod": _mod, "_log": _log, "_exp": _exp, "_and": _and, "_or": _or,
-        "_not": _not, "_asarray": lambda x: x,
+        "_not": _not, "_div": _div, "_asarray": lambda x: x,
     }
     if extra:
         ns.update(extra)
@@ -75,10 +84,18 @@ def numpy_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     def nor(*a: Any) -> Any:
         return reduce(np.logical_or, a)
 
+    def ndiv(a: Any, b: Any) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.true_divide(a, b)
+
+    def nmod(a: Any, b: Any) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.mod(a, b)
+
     ns: dict[str, Any] = {
         "_where": np.where, "_max": nmax, "_min": nmin, "_ceil": np.ceil, "_floor": np.floor,
-        "_abs": np.abs, "_mod": np.mod, "_log": np.log, "_exp": np.exp, "_and": nand,
-        "_or": nor, "_not": np.logical_not, "_asarray": np.asarray,
+        "_abs": np.abs, "_mod": nmod, "_log": np.log, "_exp": np.exp, "_and": nand,
+        "_or": nor, "_not": np.logical_not, "_div": ndiv, "_asarray": np.asarray,
     }
     if extra:
         ns.update(extra)

@@ -132,3 +132,27 @@ def test_mla_attention_params_deepseek_v3(engine):
     assert r["attention_params_per_layer"] == by_hand
     # scores use the 192-wide query/key heads, the output the 128-wide values
     assert r["q_width"] == 128 * 192 and r["value_width"] == 128 * 128
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "zb-h1", "dualpipe"])
+def test_schedule_bubbles(engine, schedule):
+    r = engine.evaluate(GPT3, [f"parallelism.schedule={schedule}"])
+    p, T = r["pp"], r["stage_microbatch_compute_time"]
+    F, W = r["stage_microbatch_forward_time"], r["stage_microbatch_weight_grad_time"]
+    want = {"1f1b": (p - 1) * T,  # (p-1)(F+B)
+            "zb-h1": (p - 1) * (T - 2 * W),  # Qi et al. 2023: (p-1)(F+B-2W)
+            "dualpipe": (p / 2 - 1) * (T + (T - F) - 3 * W)}[schedule]  # (p/2-1)(F&B+B-3W)
+    assert r["pipeline_bubble_time"] == pytest.approx(want)
+    assert r["inflight_microbatches"] == (p + 1 if schedule == "dualpipe" else p)
+
+
+def test_uneven_stages(engine):
+    even = engine.evaluate(GPT3, [])
+    r = engine.evaluate(GPT3, ["parallelism.first_stage_layers=11",
+                               "parallelism.last_stage_layers=13"])
+    assert (r["layers_first_stage"], r["layers_middle_stage"], r["layers_last_stage"]) == (
+        11, 12, 13)
+    # the last stage (13 blocks + LM head) sets the pace; the first holds fewer activations
+    assert r["stage_microbatch_compute_time"] == pytest.approx(
+        13 * r["layer_microbatch_time"] + r["logits_time"])
+    assert r["act_memory"] < even["act_memory"]

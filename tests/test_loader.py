@@ -22,7 +22,7 @@ CASES = {
                        "nothing defines (did you mean 'hidden'?); define it as an input or "
                        "quantity"],
     "redefined": [f"{BAD}/redefined.yaml:2: 'params_total' is already defined at "
-                  "{model_yaml}:131; rename it, or add 'override: true' to replace the "
+                  "{model_yaml}; rename it, or add 'override: true' to replace the "
                   "earlier definition"],
     "cycle": [f"{BAD}/cycle.yaml:2: circular definition: alpha_time --> beta_time --> "
               "alpha_time; one of these must not depend on the others"],
@@ -44,7 +44,8 @@ def test_bad_formula_file(run, name, monkeypatch, engine):
     # Built-in files are named where they are installed (a checkout or site-packages).
     from dlformula.errors import display_path
 
-    model_yaml = display_path(engine.model.quantities["params_total"].path)
+    q = engine.model.quantities["params_total"]
+    model_yaml = f"{display_path(q.path)}:{q.line}"
     assert err.splitlines() == [f"error: {line}".replace("{model_yaml}", model_yaml)
                                 for line in CASES[name]]
     assert "Traceback" not in err
