@@ -156,3 +156,37 @@ def test_uneven_stages(engine):
     assert r["stage_microbatch_compute_time"] == pytest.approx(
         13 * r["layer_microbatch_time"] + r["logits_time"])
     assert r["act_memory"] < even["act_memory"]
+
+
+def test_gemm_detail_shapes_and_loads(gpt3):
+    h, tp = 12288, 8
+    assert (gpt3["gemm_mlp_up_weight_rows"], gpt3["gemm_mlp_up_weight_cols"]) == (h, 4 * h)
+    assert gpt3["gemm_mlp_up_weight_cols_per_gpu"] == 4 * h / tp  # column-parallel
+    assert gpt3["gemm_mlp_down_weight_rows_per_gpu"] == 4 * h / tp  # row-parallel
+    assert gpt3["gemm_attn_out_weight_cols_per_gpu"] == h
+    assert gpt3["gemm_qkv_weight_load_time"] == pytest.approx(
+        2 * h * 3 * h / tp / gpt3["hbm_bandwidth"])
+    assert gpt3["gemm_qkv_time"] >= gpt3["gemm_qkv_compute_time"]
+
+
+def test_context_parallel_volumes(engine):
+    ring = engine.evaluate(GPT3, ["parallelism.cp=2", "parallelism.dp=8"])
+    a2a = engine.evaluate(GPT3, ["parallelism.cp=2", "parallelism.dp=8",
+                                 "parallelism.cp_comm=a2a"])
+    tokens = 2048 / 2  # micro-batch 1, sequence split in two
+    kv = 2 * 2 * tokens * 12288 / 8  # K and V of the shard, bf16, per TP rank
+    per_layer_ring = 3 * 1 * kv  # cp-1 = 1 hop forward, 2 backward
+    per_layer_a2a = 2 * (1 / 2) * 2 * tokens * 4 * 12288 / 8  # Q, K, V, O each way
+    steps = ring["microbatches"] * ring["layers_per_stage"]
+    assert ring["cp_comm_volume"] == pytest.approx(steps * per_layer_ring)
+    assert a2a["cp_comm_volume"] == pytest.approx(steps * per_layer_a2a)
+
+
+def test_fp8_keeps_a_bf16_and_an_fp8_weight(engine):
+    r = engine.evaluate(GPT3, ["hardware.node=h100-sxm", "training.precision=fp8"])
+    assert r["weight_bytes"] == 3 and r["peak_flops"] == r["peak_flops_fp8"]
+
+
+def test_achieved_rate_given(engine):
+    r = engine.evaluate(GPT3, ["training.achieved_flops_per_gpu=156e12"])
+    assert r["training_time"] == pytest.approx(r["total_training_flops"] / (1024 * 156e12))
