@@ -52,9 +52,11 @@ hf_option = click.option("--hf-config", type=click.Path(dir_okay=False),
 @click.option("--only", metavar="PATTERN", help="Only names matching PATTERN (glob, or a substring).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--brief", is_flag=True, help="Only the key results (table format).")
+@click.option("--breakdown", type=click.Choice(["layer"]),
+              help="A per-sublayer roofline table of one transformer block.")
 @click.pass_context
 def eval_cmd(ctx: click.Context, config: str, sets: tuple[str, ...], hf_config: str | None,
-             only: str | None, fmt: str, brief: bool) -> None:
+             only: str | None, fmt: str, brief: bool, breakdown: str | None) -> None:
     """Evaluate every quantity for CONFIG.
 
     The table shows human units (GiB, TFLOP/s, ms, days) with the key results first; json, csv
@@ -67,6 +69,9 @@ def eval_cmd(ctx: click.Context, config: str, sets: tuple[str, ...], hf_config: 
         click.echo(f"warning: {message}", err=True)
     if brief:
         click.echo("\n".join(report.key_results(result)))
+        return
+    if breakdown:
+        click.echo(report.layer_breakdown(result), nl=False)
         return
     writer = {"table": report.to_table, "json": report.to_json, "csv": report.to_csv,
               "yaml": report.to_yaml}[fmt]

@@ -378,7 +378,7 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
             errors.append(ModelError(f"quantity '{name}': {exc}", q.path, q.expr_line or q.line))
             continue
         declared = env[name].dim
-        if dim != declared:
+        if dim != declared and not (e.is_Number and e == 0):  # a bare 0 fits any unit
             errors.append(ModelError(
                 f"unit mismatch: quantity '{name}' is declared in {q.unit} "
                 f"({format_dim(declared)}) but its formula gives {format_dim(dim)}; fix the "

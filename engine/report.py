@@ -224,3 +224,50 @@ def preset_details(p: Any) -> str:
     for key, v in p.published.items():
         lines.append(f"  published {key:<18}{v:.4g}")
     return "\n".join(lines) + "\n"
+
+
+BREAKDOWN_COLUMNS = [  # (figure, header, scale) with the scale dividing the SI value
+    ("flops_fwd", "fwd GFLOP", 1e9), ("flops_bwd", "bwd GFLOP", 1e9),
+    ("bytes_fwd", "fwd MiB", 2.0**20), ("weight_bytes", "weight MiB", 2.0**20),
+    ("grad_bytes", "grad MiB", 2.0**20), ("intensity", "FLOP/B", 1.0),
+    ("compute_bound", "bound", 1.0), ("time_fwd", "fwd us", 1e-6), ("time_bwd", "bwd us", 1e-6),
+    ("comm_fwd", "comm fwd us", 1e-6), ("comm_bwd", "comm bwd us", 1e-6),
+    ("comm_share", "comm %", 0.01),
+]
+
+
+def layer_breakdown(result: Result) -> str:
+    """One row per sublayer of a block (names sl_<sublayer>_<figure> in formula-file order)."""
+    m, v = result.model, result.values
+    subs = [n[3:-len("_flops_fwd")] for n in m.quantities
+            if n.startswith("sl_") and n.endswith("_flops_fwd")]
+    if not subs:
+        from .errors import UsageError
+
+        raise UsageError("no sublayer quantities (sl_*) are loaded, so there is no breakdown")
+    width = 12
+    head = f"{'sublayer':<14}" + "".join(f"{t:>{width}}" for _, t, _ in BREAKDOWN_COLUMNS)
+    tier = v.get("tp_link_tier")
+    lines = [f"Per-sublayer roofline of one block, one micro-batch, one GPU ({result.config.path}"
+             + (f"; TP traffic on {'the scale-up domain' if tier == 1 else 'the network'})"
+                if tier is not None else ")"), head]
+    scales = {k: sc for k, _, sc in BREAKDOWN_COLUMNS}
+
+    def cell(name: str, key: str) -> str:
+        val = v.get(name)
+        if val is None:
+            return f"{'':>{width}}"
+        if key == "compute_bound":
+            return f"{'compute' if val else 'memory':>{width}}"
+        if key == "intensity" and not v.get(name.replace("_intensity", "_bytes_fwd"), 1):
+            return f"{'-':>{width}}"  # no HBM traffic (fused into the attention kernel)
+        x = float(val) / scales[key]
+        return f"{x:>{width}.4g}" if abs(x) < 1e6 else f"{x:>{width}.3e}"
+
+    for sub in subs:
+        lines.append(f"{sub:<14}" + "".join(cell(f"sl_{sub}_{k}", k)
+                                            for k, _, _ in BREAKDOWN_COLUMNS))
+    lines.append(f"{'total':<14}" + "".join(
+        cell(f"sl_total_{k}", k) if f"sl_total_{k}" in v else f"{'':>{width}}"
+        for k, _, _ in BREAKDOWN_COLUMNS))
+    return "\n".join(lines) + "\n"

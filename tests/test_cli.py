@@ -131,3 +131,12 @@ def test_warnings_go_to_stderr_and_do_not_stop(run):
                          "--brief")
     assert code == 0 and "DOES NOT FIT" in out
     assert "warning: memory_per_gpu = " in err and "exceeds hbm_capacity = 80.00 GiB" in err
+
+
+def test_breakdown_layer_table(run):
+    code, out, _ = run("eval", GPT3, "--breakdown", "layer")
+    assert code == 0
+    rows = [line.split()[0] for line in out.splitlines()[2:]]
+    assert rows == ["norm1", "qkv", "logits", "softmax", "attn_dropout", "attend", "out_proj",
+                    "norm2", "fc1", "act", "fc2", "total"]
+    assert "scale-up domain" in out.splitlines()[0]

@@ -190,3 +190,25 @@ def test_fp8_keeps_a_bf16_and_an_fp8_weight(engine):
 def test_achieved_rate_given(engine):
     r = engine.evaluate(GPT3, ["training.achieved_flops_per_gpu=156e12"])
     assert r["training_time"] == pytest.approx(r["total_training_flops"] / (1024 * 156e12))
+
+
+def test_sublayer_breakdown_adds_up(gpt3):
+    v = gpt3
+    assert v["sl_qkv_flops_fwd"] == 2 * 2048 * 12288 * 3 * 12288 / 8
+    assert v["sl_total_comm_fwd"] + v["sl_total_comm_bwd"] == pytest.approx(
+        v["tp_comm_per_layer"])  # 4 all-gathers/reduce-scatters each way with SP
+    for sub in ["norm1", "qkv", "logits", "softmax", "attend", "out_proj", "norm2", "fc1",
+                "act", "fc2"]:
+        t = v[f"sl_{sub}_time_fwd"]
+        rate = v["achievable_flops"] if sub in ("qkv", "logits", "attend", "out_proj", "fc1",
+                                                 "fc2") else v["peak_flops_fp32"]
+        assert t == pytest.approx(max(v[f"sl_{sub}_flops_fwd"] / rate,
+                                      v[f"sl_{sub}_bytes_fwd"] / v["hbm_bandwidth"]))
+    assert v["sl_fc1_compute_bound"] == 1 and v["sl_norm1_compute_bound"] == 0
+    assert v["tp_link_tier"] == 1
+
+
+def test_unfused_attention_moves_the_score_matrix(engine):
+    r = engine.evaluate(GPT3, ["training.flash_attention=false"])
+    scores = 1 * 96 / 8 * 2048 * 2048  # b * a/t * s * s
+    assert r["sl_softmax_bytes_fwd"] == 2 * 2 * scores  # read and write, 2 bytes each
