@@ -115,3 +115,19 @@ def test_pruned_evaluator(engine, base):
     evaluate, _ = engine.model.functions(only=["step_time"])
     full = engine.model.evaluate(base)
     assert evaluate(base) == {"step_time": full["step_time"]}
+
+
+@settings(max_examples=40, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), dp=st.sampled_from([1, 2, 4, 8, 16]),
+       cp=st.sampled_from([1, 2, 4]), zero=st.integers(0, 3), pp=st.sampled_from([1, 2, 4, 8]),
+       recompute=st.integers(0, 2), sp=st.integers(0, 1), mb=st.sampled_from([1, 2, 4]),
+       dim=st.sampled_from(["tp", "dp", "cp"]))
+def test_memory_never_rises_with_a_sharding_degree(engine, base, tp, dp, cp, zero, pp, recompute,
+                                                   sp, mb, dim):
+    """Doubling tp, dp or cp (all else fixed) never increases the memory one GPU needs."""
+    values = dict(base, tp=tp, dp=dp, cp=cp, zero=zero, pp=pp, recompute=recompute, sp=sp,
+                  micro_batch=mb, vpp=1)
+    before = engine.model.evaluate(values)["memory_per_gpu"]
+    values[dim] *= 2
+    after = engine.model.evaluate(values)["memory_per_gpu"]
+    assert after <= before * (1 + 1e-12)
