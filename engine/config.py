@@ -66,7 +66,11 @@ def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Located]:
         if not sep or not key or not all(p.isidentifier() for p in key.split(".")):
             raise UsageError(f"--set '{item}': write SECTION.KEY=VALUE, e.g. "
                              "--set parallelism.tp=4")
-        node = load_yaml(text or "null", "--set", UsageError)
+        try:
+            node = load_yaml(text or "null", "--set", UsageError)
+        except UsageError:
+            raise UsageError(f"--set '{item}': the value is not valid YAML; quote text, e.g. "
+                             f"--set {key}='...'") from None
         if isinstance(node.value, (dict, list)):
             raise UsageError(f"--set '{item}': the value must be a single number, word or "
                              "true/false")
