@@ -26,7 +26,8 @@ def _engine(ctx: click.Context) -> Any:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="dlformula", message="dlformula %(version)s")
-@click.option("--no-cache", is_flag=True, help="Rebuild the generated code instead of using the cache.")
+@click.option("--no-cache", is_flag=True,
+              help="Rebuild the generated code instead of using the cache.")
 @click.pass_context
 def cli(ctx: click.Context, no_cache: bool) -> None:
     """A spreadsheet of named, documented formulas for planning distributed training.
@@ -49,7 +50,8 @@ hf_option = click.option("--hf-config", type=click.Path(dir_okay=False),
 @click.argument("config", type=click.Path(dir_okay=False))
 @set_option
 @hf_option
-@click.option("--only", metavar="PATTERN", help="Only names matching PATTERN (glob, or a substring).")
+@click.option("--only", metavar="PATTERN",
+              help="Only names matching PATTERN (glob, or a substring).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--brief", is_flag=True, help="Only the key results (table format).")
 @click.option("--breakdown", type=click.Choice(["layer"]),

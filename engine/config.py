@@ -11,9 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from .errors import DlfError, UsageError, did_you_mean, raise_all
+from .errors import DlfError, UsageError, did_you_mean, display_path, raise_all
 from .model import CompiledModel
-from .errors import display_path
 from .resources import Catalog, Node, Preset
 from .units import UnitSyntaxError, parse_unit
 from .yamlfile import Located, load_yaml

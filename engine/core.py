@@ -17,9 +17,9 @@ from functools import cached_property
 from typing import Any
 
 from .config import Config, parse_set, resolve
-from .sources import Source, digest_sources
 from .model import CompiledModel, compile_model, load_cached, store_cached
 from .resources import Catalog, DataFolder, builtin_folders, formula_sources
+from .sources import Source, digest_sources
 
 
 class Result:

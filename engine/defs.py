@@ -30,9 +30,10 @@ class Domain(NamedTuple):
             return "must be a finite number"
         if self.kind == "integer" and value != int(value):
             return "must be an integer"
-        if self.lo is not None and (value < self.lo or (value == self.lo and not self.lo_inclusive)):
+        lo, hi = self.lo, self.hi
+        if lo is not None and (value < lo or (value == lo and not self.lo_inclusive)):
             return f"must be {self.text}"
-        if self.hi is not None and (value > self.hi or (value == self.hi and not self.hi_inclusive)):
+        if hi is not None and (value > hi or (value == hi and not self.hi_inclusive)):
             return f"must be {self.text}"
         return None
 

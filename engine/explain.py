@@ -64,7 +64,6 @@ def explain(engine: Engine, name: str, result: Result | None = None, depth: int 
                 shown_values[n] = repr(label)
 
     def describe(n: str, prefix: str, level: int) -> None:
-        d = fs.definition(n)
         head = prefix
         if n in fs.inputs:
             inp = fs.inputs[n]

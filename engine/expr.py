@@ -376,7 +376,6 @@ class Builder:
         raise ExprError("choices are compared with ==, != or in (...)")
 
     def _call(self, node: ast.Call) -> _Val:
-        sp = self.sp
         name = node.func.id  # type: ignore[attr-defined]
         if name == "Piecewise":
             return self._piecewise(node)

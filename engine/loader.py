@@ -26,7 +26,6 @@ from .sources import Source, digest_sources
 from .units import UnitSyntaxError, format_dim, parse_unit
 from .yamlfile import Located, check_keys, load_yaml
 
-
 TOP_FIELDS = {
     "inputs": "values a config sets", "constants": "fixed numbers with units",
     "quantities": "formulas", "constraints": "conditions a runnable layout meets",
@@ -404,6 +403,7 @@ def _check_config_keys(inputs: dict[str, InputDef], errors: list[DlfError]) -> N
         if d.config in seen:
             prev = seen[d.config]
             errors.append(ModelError(f"config key '{d.config}' already sets input "
-                                     f"'{prev.name}' ({display_path(prev.path)}:{prev.line}); each key sets "
+                                     f"'{prev.name}' ({display_path(prev.path)}:{prev.line}); "
+                                     "each key sets "
                                      "one input", d.path, d.line))
         seen[d.config] = d

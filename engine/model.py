@@ -77,8 +77,8 @@ class CompiledModel:
         fn = self._fns[("warnings", False, None)]
         from .config import fill_message
 
-        return [fill_message(w.message, values, self) for ok, w in zip(fn(values), self.warning_defs)
-                if not ok]
+        return [fill_message(w.message, values, self)
+                for ok, w in zip(fn(values), self.warning_defs) if not ok]
 
     def _pruned_source(self, only: list[str] | tuple[str, ...]) -> str:
         unknown = [n for n in only if n not in self.inputs and n not in self.constants
@@ -127,7 +127,8 @@ class CompiledModel:
             tb = tb.tb_next
         if name:
             q = self.quantities[name]
-            return (f"{display_path(q.path)}:{q.line}: evaluating '{name}' failed ({exc}); check the inputs "
+            return (f"{display_path(q.path)}:{q.line}: evaluating '{name}' failed ({exc}); "
+                    "check the inputs "
                     "it depends on (dlformula explain " + name + ")")
         return f"evaluation failed: {exc}"
 

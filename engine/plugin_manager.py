@@ -3,7 +3,6 @@ plugin issue lands: only built-in data is loaded.)"""
 
 from __future__ import annotations
 
-
 from .resources import DataFolder
 
 

@@ -16,6 +16,7 @@ from .errors import display_path
 from .humanize import _num, _scaled, human  # noqa: F401  (re-exported)
 from .units import parse_unit
 
+
 def _matches(name: str, pattern: str | None) -> bool:
     if not pattern:
         return True

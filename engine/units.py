@@ -12,8 +12,8 @@ Dimension checking is deliberately only about dimensions: `training_days` in `da
 from __future__ import annotations
 
 import ast
-from typing import NamedTuple
 from fractions import Fraction
+from typing import NamedTuple
 
 BASE = ("byte", "s", "FLOP", "USD", "J")
 

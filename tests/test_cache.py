@@ -8,12 +8,13 @@ import sys
 
 from conftest import EXAMPLES
 
+EXAMPLE = str(EXAMPLES / "gpt3-175b.yaml")
 PROBE = (
     "import sys; from dlformula.cli import main; "
-    "main(['eval', %r, '--format', 'json', '--only', 'step_time']); "
+    f"main(['eval', {EXAMPLE!r}, '--format', 'json', '--only', 'step_time']); "
     "print([m for m in ('sympy', 'networkx', 'numpy', 'openpyxl', 'dlformula.loader') "
     "if m in sys.modules], file=sys.stderr)"
-) % str(EXAMPLES / "gpt3-175b.yaml")
+)
 
 
 def probe(cache_dir):

@@ -20,7 +20,7 @@ def test_eval_table_key_results_first(run):
     lines = out.splitlines()
     assert lines[0].startswith("Key results: ") and "gpt3-175b on 1024 x a100-sxm4-80gb" in lines[0]
     assert "memory_per_gpu" in lines[1] and "of 80.00 GiB" in lines[1] and "fits" in lines[1]
-    order = [l.split()[0] for l in lines[2:6]]
+    order = [line.split()[0] for line in lines[2:6]]
     assert order == ["step_time", "mfu", "hfu", "tokens_per_second"]
     assert "[memory]" in out and "[time]" in out
     assert "GiB" in out and "TFLOP/s" in out and "days" in out
@@ -36,7 +36,8 @@ def test_eval_json_contract(run, gpt3):
         assert set(q[name]) == {"value", "unit", "doc"}
         assert q[name]["value"] == pytest.approx(gpt3[name])
     assert q["memory_per_gpu"]["unit"] == "byte" and q["step_time"]["unit"] == "s"
-    assert data["inputs"]["tp"]["value"] == 8 and data["inputs"]["recompute"]["value"] == "selective"
+    assert data["inputs"]["tp"]["value"] == 8
+    assert data["inputs"]["recompute"]["value"] == "selective"
     assert data["inputs"]["sp"]["value"] is True
 
 
