@@ -8,6 +8,7 @@ layouts that cannot run (the `constraints` of the formula files).
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, NamedTuple
 
@@ -164,8 +165,11 @@ def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
                 continue
             if key not in merged:
                 merged[key] = (item, Origin("preset", preset.path, item.line))
-    hf = hf_config or (merged["model.hf_config"][0].value if "model.hf_config" in merged
-                       else None)
+    hf = hf_config
+    if hf is None and "model.hf_config" in merged and merged["model.hf_config"][0].value:
+        hf = str(merged["model.hf_config"][0].value)
+        if merged["model.hf_config"][1].kind == "config" and path and not os.path.isabs(hf):
+            hf = os.path.join(os.path.dirname(path), hf)  # relative to the config file
     if hf:
         from .hfconfig import read_hf_config
 

@@ -138,3 +138,26 @@ def test_malformed_config(run, tmp_path, text, message):
     code, _, err = run("eval", path)
     assert code == 2, err
     assert message in err and err.count("\n") == 1
+
+
+def test_hf_config_key_is_relative_to_the_config(engine, tmp_path):
+    import shutil
+
+    shutil.copy(DATA / "hf" / "llama3.1-8b.json", tmp_path / "config.json")
+    path = write(tmp_path, "c.yaml", open(GPT3).read().replace(
+        "{preset: gpt3-175b}", "{hf_config: config.json}"))
+    cfg = engine.config(path, ["parallelism.pp=4", "parallelism.dp=32"])
+    assert cfg.values["layers"] == 32 and cfg.values["kv_heads"] == 8
+    assert cfg.origins["layers"].kind == "hf_config"
+
+
+REQUIRED = ["params_total", "params_active", "states_memory", "act_memory", "memory_per_gpu",
+            "flops_per_step", "step_time", "mfu", "hfu", "tokens_per_second", "training_days",
+            "gpu_hours", "cost_usd", "energy_kwh", "pipeline_bubble_fraction", "tp_comm_time",
+            "pp_comm_time", "dp_comm_time", "cp_comm_time"]
+
+
+def test_names_other_tools_call_exist(gpt3):
+    missing = [n for n in REQUIRED if n not in gpt3.model.quantities]
+    assert missing == []
+    assert all(gpt3[n] == gpt3[n] for n in REQUIRED)  # no NaN
