@@ -10,6 +10,10 @@ from typing import Any
 
 import click
 
+from .cli_export import export as export_cmd
+from .cli_plugins import loaded_plugins, plugin_option, plugins_command, use_plugin_paths
+from .cli_sweep import plot_cmd, search_cmd, sweep_cmd
+from .cli_validate import validate as validate_cmd
 from .errors import DlfError, UsageError
 
 FORMATS = ["table", "json", "csv", "yaml"]
@@ -28,14 +32,16 @@ def _engine(ctx: click.Context) -> Any:
 @click.version_option(package_name="dlformula", message="dlformula %(version)s")
 @click.option("--no-cache", is_flag=True,
               help="Rebuild the generated code instead of using the cache.")
+@plugin_option
 @click.pass_context
-def cli(ctx: click.Context, no_cache: bool) -> None:
+def cli(ctx: click.Context, no_cache: bool, plugin_paths: tuple[str, ...]) -> None:
     """A spreadsheet of named, documented formulas for planning distributed training.
 
     Every figure is a formula in a YAML file under formulas/; `dlformula explain NAME` shows how
     it is derived, `dlformula list` names them all.
     """
     ctx.ensure_object(dict)["no_cache"] = no_cache
+    use_plugin_paths(ctx, plugin_paths)
 
 
 config_option = click.option("-c", "--config", "config_path", type=click.Path(dir_okay=False),
@@ -157,12 +163,11 @@ def graph(ctx: click.Context, name: str | None, fmt: str) -> None:
 @click.pass_context
 def check(ctx: click.Context, paths: tuple[str, ...]) -> None:
     """Check formula files (the installed ones, plus PATHS: files or folders of YAML)."""
-    from .loader import load_formula_set
     from .resources import extra_sources
 
     engine = _engine(ctx)
     sources = extra_sources(engine.sources, list(paths))
-    fs = load_formula_set(sources)
+    fs = engine.load_formula_set(sources)
     click.echo(f"ok: {len(sources)} files, {len(fs.inputs)} inputs, {len(fs.constants)} "
                f"constants, {len(fs.quantities)} quantities, {len(fs.constraints)} constraints")
 
@@ -195,10 +200,15 @@ def presets(ctx: click.Context, name: str | None) -> None:
         click.echo(preset_table(catalog), nl=False)
 
 
+for _command in (export_cmd, sweep_cmd, search_cmd, plot_cmd, validate_cmd, plugins_command):
+    cli.add_command(_command)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI, turn every error into one line per problem and an exit code."""
     try:
-        rv = cli.main(args=argv, prog_name="dlformula", standalone_mode=False)
+        with loaded_plugins(cli, argv):
+            rv = cli.main(args=argv, prog_name="dlformula", standalone_mode=False)
         return rv if isinstance(rv, int) else 0
     except DlfError as exc:
         for line in exc.lines():

@@ -1,4 +1,4 @@
-"""Excel syntax for formulas: a sympy printer subclass and workbook-safe defined names.
+"""Excel text: formulas (a sympy printer subclass), defined names, numbers, human units.
 
 The printer accepts exactly the sympy node types the formula language builds (plus the functions
 a plugin registers with an `excel` name) and raises `ExcelPrintError` for anything else, so a
@@ -8,19 +8,27 @@ Two Excel traps it handles: unary minus binds tighter than `^` (`-x^2` is `(-x)^
 `^` is left-associative (`2^3^2` is 64); powers are therefore always parenthesised where it
 matters. `floor` prints as INT (exact round-down in Excel and LibreOffice alike) and `ceiling` as
 CEILING(x, 1), which both round towards +infinity for negative numbers too.
+
+sympy is imported only when formulas are printed: `ExcelPrinter` is built on first access (a
+module `__getattr__`), so an export whose formulas come from the cache never pays the 0.3 s.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-import sympy
-from sympy.printing.printer import Printer
+from .errors import ModelError
+from .units import parse_unit
 
 # Precedence of what a printed piece is, Excel's rules: comparison < + - < * / < ^ < unary -.
 PREC_REL, PREC_ADD, PREC_MUL, PREC_POW, PREC_NEG, PREC_ATOM = 1, 2, 3, 4, 5, 6
+MAX_FORMULA = 8192  # characters Excel accepts in one formula
 
 # Functions with a direct spreadsheet equivalent (sympy class name -> Excel function).
 _DIRECT = {"Max": "MAX", "Min": "MIN", "Abs": "ABS", "Mod": "MOD", "log": "LN", "exp": "EXP"}
@@ -31,181 +39,281 @@ class ExcelPrintError(ValueError):
     """An expression has a part with no spreadsheet equivalent."""
 
 
-class ExcelPrinter(Printer):
-    """Print a sympy expression as the text of an Excel formula (without the leading '=').
+def __getattr__(name: str) -> Any:
+    if name == "ExcelPrinter":
+        cls = globals()["ExcelPrinter"] = _printer_class()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    `names` maps each symbol name to the defined name the workbook gives it; a symbol missing
-    from it is an error. `functions` maps further sympy function names (plugin functions) to
-    Excel function names.
+
+def _printer_class() -> type:
+    import sympy
+    from sympy.printing.printer import Printer
+
+    class ExcelPrinter(Printer):
+        """Print a sympy expression as the text of an Excel formula (without the leading '=').
+
+        `names` maps each symbol name to the defined name the workbook gives it; a symbol missing
+        from it is an error. `functions` maps further sympy function names (plugin functions) to
+        Excel function names.
+        """
+
+        printmethod = "_excel"
+
+        def __init__(self, names: Mapping[str, str], functions: Mapping[str, str] | None = None
+                     ) -> None:
+            super().__init__()
+            self.names = names
+            self.functions = dict(functions or {})
+
+        # -- entry points -------------------------------------------------------------------------
+        def formula(self, expr: Any) -> str:
+            """'=' followed by the Excel text of `expr`."""
+            return "=" + self.doprint(expr)
+
+        def emptyPrinter(self, expr: Any) -> str:  # noqa: N802 (sympy's hook name)
+            raise ExcelPrintError(f"no spreadsheet equivalent for {type(expr).__name__} "
+                                  f"({_short(expr)})")
+
+        def _wrap(self, expr: Any, min_prec: int) -> str:
+            """The text of `expr`, in parentheses when it binds looser than `min_prec`."""
+            text = self._print(expr)
+            return f"({text})" if _prec(expr) < min_prec else text
+
+        # -- atoms --------------------------------------------------------------------------------
+        def _print_Symbol(self, expr: Any) -> str:  # noqa: N802
+            try:
+                return self.names[expr.name]
+            except KeyError:
+                raise ExcelPrintError(f"the name '{expr.name}' has no cell in the workbook"
+                                      ) from None
+
+        def _print_Integer(self, expr: Any) -> str:  # noqa: N802
+            v = int(expr)
+            if abs(v) >= 2**53:  # beyond exact doubles: spreadsheets read it as a float anyway
+                return number_text(float(v))
+            return str(v)
+
+        def _print_Rational(self, expr: Any) -> str:  # noqa: N802
+            return f"({expr.p}/{expr.q})"
+
+        def _print_Float(self, expr: Any) -> str:  # noqa: N802
+            return number_text(float(expr))
+
+        def _print_Exp1(self, expr: Any) -> str:  # noqa: N802
+            return "EXP(1)"
+
+        def _print_Pi(self, expr: Any) -> str:  # noqa: N802
+            return "PI()"
+
+        def _print_BooleanTrue(self, expr: Any) -> str:  # noqa: N802
+            return "TRUE"
+
+        def _print_BooleanFalse(self, expr: Any) -> str:  # noqa: N802
+            return "FALSE"
+
+        def _print_Infinity(self, expr: Any) -> str:  # noqa: N802
+            raise ExcelPrintError("the formula is infinite")
+
+        _print_NegativeInfinity = _print_Infinity
+        _print_ComplexInfinity = _print_Infinity
+        _print_NaN = _print_Infinity
+
+        # -- arithmetic ---------------------------------------------------------------------------
+        def _print_Add(self, expr: Any) -> str:  # noqa: N802
+            terms = list(expr.args)
+            # Positive terms first reads better and avoids a leading unary minus.
+            terms.sort(key=lambda t: _is_negative(t))
+            out = self._wrap(terms[0], PREC_ADD)
+            for t in terms[1:]:
+                if _is_negative(t):
+                    out += "-" + self._wrap(-t, PREC_MUL)
+                else:
+                    out += "+" + self._wrap(t, PREC_ADD)
+            return out
+
+        def _print_Mul(self, expr: Any) -> str:  # noqa: N802
+            coeff, factors = expr.as_coeff_mul()
+            negative = coeff < 0
+            if negative:
+                coeff = -coeff
+            num: list[Any] = []
+            den: list[Any] = []
+            if coeff != 1:
+                if isinstance(coeff, sympy.Rational) and not isinstance(coeff, sympy.Integer):
+                    if coeff.p != 1:
+                        num.append(sympy.Integer(coeff.p))
+                    den.append(sympy.Integer(coeff.q))
+                else:
+                    num.append(coeff)
+            for f in factors:
+                if isinstance(f, sympy.Pow) and f.exp.is_Rational and f.exp < 0:
+                    den.append(f.base if f.exp == -1 else sympy.Pow(f.base, -f.exp,
+                                                                     evaluate=False))
+                else:
+                    num.append(f)
+            parts = [self._wrap(f, PREC_POW) for f in num]
+            if negative and num and _prec(num[0]) == PREC_POW:
+                parts[0] = f"({parts[0]})"  # -(x^2), never -x^2: Excel reads that as (-x)^2
+            top = "*".join(parts) if parts else "1"
+            if den:
+                bottom = (self._wrap(den[0], PREC_POW) if len(den) == 1
+                          else "(" + "*".join(self._wrap(f, PREC_POW) for f in den) + ")")
+                top = f"{top}/{bottom}"
+            return "-" + top if negative else top
+
+        def _print_Pow(self, expr: Any) -> str:  # noqa: N802
+            base, exp = expr.args
+            if exp == sympy.S.Half:
+                return f"SQRT({self._print(base)})"
+            if exp.is_Rational and exp < 0:
+                inv = base if exp == -1 else sympy.Pow(base, -exp, evaluate=False)
+                return "1/" + self._wrap(inv, PREC_POW)
+            return f"{self._wrap(base, PREC_ATOM)}^{self._wrap(exp, PREC_ATOM)}"
+
+        # -- functions ----------------------------------------------------------------------------
+        def _call(self, name: str, args: Iterable[Any]) -> str:
+            return f"{name}(" + ",".join(self._print(a) for a in args) + ")"
+
+        def _print_Function(self, expr: Any) -> str:  # noqa: N802
+            name = type(expr).__name__
+            if name in _DIRECT:
+                if name == "log" and len(expr.args) != 1:
+                    raise ExcelPrintError("log with a base has no direct spreadsheet equivalent")
+                return self._call(_DIRECT[name], expr.args)
+            if name == "ceiling":
+                return f"CEILING({self._print(expr.args[0])},1)"
+            if name == "floor":
+                return f"INT({self._print(expr.args[0])})"
+            excel = self.functions.get(name)
+            if excel:
+                return self._call(excel, expr.args)
+            raise ExcelPrintError(f"the function {name}() has no spreadsheet equivalent")
+
+        # Max, Min and friends are not Function subclasses in every sympy version's MRO walk order.
+        _print_Max = _print_Function
+        _print_Min = _print_Function
+        _print_Abs = _print_Function
+        _print_Mod = _print_Function
+        _print_log = _print_Function
+        _print_exp = _print_Function
+        _print_ceiling = _print_Function
+        _print_floor = _print_Function
+
+        def _print_Piecewise(self, expr: Any) -> str:  # noqa: N802
+            return self._if(list(expr.args))
+
+        def _if(self, pairs: list[Any]) -> str:
+            # The same reading as the generated Python code: the first pair whose condition holds;
+            # the last pair's value when it is the only one left.
+            (value, cond), rest = pairs[0], pairs[1:]
+            if cond is sympy.true or not rest:
+                return self._print(value)
+            return f"IF({self._print(cond)},{self._print(value)},{self._if(rest)})"
+
+        # -- logic --------------------------------------------------------------------------------
+        def _print_Relational(self, expr: Any) -> str:  # noqa: N802
+            op = _REL.get(expr.rel_op)
+            if op is None:
+                raise ExcelPrintError(f"the comparison {expr.rel_op} has no spreadsheet equivalent")
+            text = f"{self._wrap(expr.lhs, PREC_ADD)}{op}{self._wrap(expr.rhs, PREC_ADD)}"
+            if _may_fail(expr):
+                # The engine computes x/0 and MOD(x, 0) as NaN, which compares unequal to
+                # everything; a spreadsheet raises #DIV/0!, which AND/OR/IF pass on even from an
+                # argument that cannot change the result. Give the comparison NaN's answer instead.
+                return f"IFERROR({text},{'TRUE' if op == '<>' else 'FALSE'})"
+            return text
+
+        def _print_And(self, expr: Any) -> str:  # noqa: N802
+            return self._call("AND", expr.args)
+
+        def _print_Or(self, expr: Any) -> str:  # noqa: N802
+            return self._call("OR", expr.args)
+
+        def _print_Not(self, expr: Any) -> str:  # noqa: N802
+            return self._call("NOT", expr.args)
+
+    return ExcelPrinter
+
+
+def printed_formulas(engine: Any, names: dict[str, str]) -> dict[str, Any]:
+    """Excel text of every formula and constraint (see `print_formulas`).
+
+    Printing needs the sympy expressions, whose import and construction take most of an export;
+    the text is therefore cached beside the compiled model, keyed by the formula files, the
+    names and the exporter's own code, and a warm export never imports sympy.
     """
+    from . import __version__
+    from .expr import known_function_names
+    from .model import cache_dir
 
-    printmethod = "_excel"
-
-    def __init__(self, names: Mapping[str, str], functions: Mapping[str, str] | None = None
-                 ) -> None:
-        super().__init__()
-        self.names = names
-        self.functions = dict(functions or {})
-
-    # -- entry points -------------------------------------------------------------------------
-    def formula(self, expr: Any) -> str:
-        """'=' followed by the Excel text of `expr`."""
-        return "=" + self.doprint(expr)
-
-    def emptyPrinter(self, expr: Any) -> str:  # noqa: N802 (sympy's hook name)
-        raise ExcelPrintError(f"no spreadsheet equivalent for {type(expr).__name__} "
-                              f"({_short(expr)})")
-
-    def _wrap(self, expr: Any, min_prec: int) -> str:
-        """The text of `expr`, in parentheses when it binds looser than `min_prec`."""
-        text = self._print(expr)
-        return f"({text})" if _prec(expr) < min_prec else text
-
-    # -- atoms --------------------------------------------------------------------------------
-    def _print_Symbol(self, expr: Any) -> str:  # noqa: N802
+    model = engine.model
+    key = hashlib.sha256(f"{model.digest}|{__version__}".encode())
+    for module in ("excel.py", "excel_printer.py", "expr.py"):  # edited code: print afresh
         try:
-            return self.names[expr.name]
-        except KeyError:
-            raise ExcelPrintError(f"the name '{expr.name}' has no cell in the workbook") from None
+            key.update((Path(__file__).parent / module).read_bytes())
+        except OSError:
+            pass
+    key.update(json.dumps([names, sorted(known_function_names())]).encode())
+    path = cache_dir() / f"excel-{key.hexdigest()[:32]}.json"
+    if engine.use_cache:
+        try:
+            cached = json.loads(path.read_text(encoding="utf-8"))
+            if set(cached["quantities"]) == set(model.quantities):
+                return dict(cached)
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # missing or damaged: print afresh
+    printed = print_formulas(engine.formula_set, names, _plugin_functions())
+    if engine.use_cache:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(printed), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache only makes the next export slower
+    return printed
 
-    def _print_Integer(self, expr: Any) -> str:  # noqa: N802
-        v = int(expr)
-        if abs(v) >= 2**53:  # beyond exact doubles: spreadsheets read it as a float anyway
-            return _number(float(v))
-        return str(v)
 
-    def _print_Rational(self, expr: Any) -> str:  # noqa: N802
-        return f"({expr.p}/{expr.q})"
+def _plugin_functions() -> dict[str, str]:
+    """Plugin functions with a spreadsheet name (the built-ins are printed directly)."""
+    from .expr import functions
 
-    def _print_Float(self, expr: Any) -> str:  # noqa: N802
-        return _number(float(expr))
+    return {name: spec.excel for name, spec in functions().items() if spec.excel}
 
-    def _print_Exp1(self, expr: Any) -> str:  # noqa: N802
-        return "EXP(1)"
 
-    def _print_Pi(self, expr: Any) -> str:  # noqa: N802
-        return "PI()"
-
-    def _print_BooleanTrue(self, expr: Any) -> str:  # noqa: N802
-        return "TRUE"
-
-    def _print_BooleanFalse(self, expr: Any) -> str:  # noqa: N802
-        return "FALSE"
-
-    def _print_Infinity(self, expr: Any) -> str:  # noqa: N802
-        raise ExcelPrintError("the formula is infinite")
-
-    _print_NegativeInfinity = _print_Infinity
-    _print_ComplexInfinity = _print_Infinity
-    _print_NaN = _print_Infinity
-
-    # -- arithmetic ---------------------------------------------------------------------------
-    def _print_Add(self, expr: Any) -> str:  # noqa: N802
-        terms = list(expr.args)
-        # Positive terms first reads better and avoids a leading unary minus.
-        terms.sort(key=lambda t: _is_negative(t))
-        out = self._wrap(terms[0], PREC_ADD)
-        for t in terms[1:]:
-            if _is_negative(t):
-                out += "-" + self._wrap(-t, PREC_MUL)
-            else:
-                out += "+" + self._wrap(t, PREC_ADD)
-        return out
-
-    def _print_Mul(self, expr: Any) -> str:  # noqa: N802
-        coeff, factors = expr.as_coeff_mul()
-        negative = coeff < 0
-        if negative:
-            coeff = -coeff
-        num: list[Any] = []
-        den: list[Any] = []
-        if coeff != 1:
-            if isinstance(coeff, sympy.Rational) and not isinstance(coeff, sympy.Integer):
-                if coeff.p != 1:
-                    num.append(sympy.Integer(coeff.p))
-                den.append(sympy.Integer(coeff.q))
-            else:
-                num.append(coeff)
-        for f in factors:
-            if isinstance(f, sympy.Pow) and f.exp.is_Rational and f.exp < 0:
-                den.append(f.base if f.exp == -1 else sympy.Pow(f.base, -f.exp,
-                                                                 evaluate=False))
-            else:
-                num.append(f)
-        parts = [self._wrap(f, PREC_POW) for f in num]
-        if negative and num and _prec(num[0]) == PREC_POW:
-            parts[0] = f"({parts[0]})"  # -(x^2), never -x^2: Excel reads that as (-x)^2
-        top = "*".join(parts) if parts else "1"
-        if den:
-            bottom = (self._wrap(den[0], PREC_POW) if len(den) == 1
-                      else "(" + "*".join(self._wrap(f, PREC_POW) for f in den) + ")")
-            top = f"{top}/{bottom}"
-        return "-" + top if negative else top
-
-    def _print_Pow(self, expr: Any) -> str:  # noqa: N802
-        base, exp = expr.args
-        if exp == sympy.S.Half:
-            return f"SQRT({self._print(base)})"
-        if exp.is_Rational and exp < 0:
-            inv = base if exp == -1 else sympy.Pow(base, -exp, evaluate=False)
-            return "1/" + self._wrap(inv, PREC_POW)
-        return f"{self._wrap(base, PREC_ATOM)}^{self._wrap(exp, PREC_ATOM)}"
-
-    # -- functions ----------------------------------------------------------------------------
-    def _call(self, name: str, args: Iterable[Any]) -> str:
-        return f"{name}(" + ",".join(self._print(a) for a in args) + ")"
-
-    def _print_Function(self, expr: Any) -> str:  # noqa: N802
-        name = type(expr).__name__
-        if name in _DIRECT:
-            if name == "log" and len(expr.args) != 1:
-                raise ExcelPrintError("log with a base has no direct spreadsheet equivalent")
-            return self._call(_DIRECT[name], expr.args)
-        if name == "ceiling":
-            return f"CEILING({self._print(expr.args[0])},1)"
-        if name == "floor":
-            return f"INT({self._print(expr.args[0])})"
-        excel = self.functions.get(name)
-        if excel:
-            return self._call(excel, expr.args)
-        raise ExcelPrintError(f"the function {name}() has no spreadsheet equivalent")
-
-    # Max, Min and friends are not Function subclasses in every sympy version's MRO walk order.
-    _print_Max = _print_Function
-    _print_Min = _print_Function
-    _print_Abs = _print_Function
-    _print_Mod = _print_Function
-    _print_log = _print_Function
-    _print_exp = _print_Function
-    _print_ceiling = _print_Function
-    _print_floor = _print_Function
-
-    def _print_Piecewise(self, expr: Any) -> str:  # noqa: N802
-        return self._if(list(expr.args))
-
-    def _if(self, pairs: list[Any]) -> str:
-        # The same reading as the generated Python code: the first pair whose condition holds;
-        # the last pair's value when it is the only one left.
-        (value, cond), rest = pairs[0], pairs[1:]
-        if cond is sympy.true or not rest:
-            return self._print(value)
-        return f"IF({self._print(cond)},{self._print(value)},{self._if(rest)})"
-
-    # -- logic --------------------------------------------------------------------------------
-    def _print_Relational(self, expr: Any) -> str:  # noqa: N802
-        op = _REL.get(expr.rel_op)
-        if op is None:
-            raise ExcelPrintError(f"the comparison {expr.rel_op} has no spreadsheet equivalent")
-        return f"{self._wrap(expr.lhs, PREC_ADD)}{op}{self._wrap(expr.rhs, PREC_ADD)}"
-
-    def _print_And(self, expr: Any) -> str:  # noqa: N802
-        return self._call("AND", expr.args)
-
-    def _print_Or(self, expr: Any) -> str:  # noqa: N802
-        return self._call("OR", expr.args)
-
-    def _print_Not(self, expr: Any) -> str:  # noqa: N802
-        return self._call("NOT", expr.args)
+def print_formulas(fs: Any, names: Mapping[str, str],
+                   functions: Mapping[str, str]) -> dict[str, Any]:
+    """Every quantity's formula, which quantities are conditions used as numbers, and every
+    constraint and warning with its condition as Excel text; an error names the quantity or
+    constraint."""
+    printer = __getattr__("ExcelPrinter")(names, functions)
+    quantities, flags = {}, []
+    for name, q in fs.quantities.items():
+        try:
+            expr = fs.exprs[name]
+            text = printer.formula(expr)
+            if len(text) > MAX_FORMULA:
+                raise ExcelPrintError(f"the formula is {len(text)} characters long, more than "
+                                      f"a spreadsheet cell takes ({MAX_FORMULA}); split it into "
+                                      "named parts")
+        except ExcelPrintError as exc:
+            raise ModelError(f"cannot export quantity '{name}' to Excel: {exc}; rewrite the "
+                             "formula with the functions docs/excel.md lists",
+                             q.path, q.expr_line or q.line) from None
+        quantities[name] = text
+        if is_flag(expr):
+            flags.append(name)
+    checks = []
+    for c, cond in zip(fs.constraints, fs.conditions, strict=True):
+        try:
+            checks.append({"name": c.name, "check": c.check, "message": c.message,
+                           "where": f"{c.path}:{c.line}", "excel": printer.doprint(cond),
+                           "kind": getattr(c, "kind", "constraint")})
+        except ExcelPrintError as exc:
+            raise ModelError(f"cannot export constraint '{c.name}' to Excel: {exc}",
+                             c.path, c.line) from None
+    return {"quantities": quantities, "flags": flags, "checks": checks}
 
 
 def _short(expr: Any) -> str:
@@ -214,6 +322,8 @@ def _short(expr: Any) -> str:
 
 
 def _is_negative(term: Any) -> bool:
+    import sympy
+
     if term.is_Number:
         return bool(term < 0)
     if isinstance(term, sympy.Mul):
@@ -222,8 +332,23 @@ def _is_negative(term: Any) -> bool:
     return False
 
 
+def _may_fail(expr: Any) -> bool:
+    """Whether a spreadsheet could raise an error computing `expr` (a division, MOD, LN, a
+    fractional power) where the engine gets NaN or infinity."""
+    import sympy
+
+    for node in sympy.preorder_traversal(expr):
+        if isinstance(node, (sympy.Mod, sympy.log)):
+            return True
+        if isinstance(node, sympy.Pow) and not (node.exp.is_Integer and node.exp > 0):
+            return True
+    return False
+
+
 def _prec(expr: Any) -> int:
     """How tightly the printed form of `expr` binds (see the PREC_ constants)."""
+    import sympy
+
     if isinstance(expr, sympy.Add):
         return PREC_ADD
     if isinstance(expr, sympy.Mul):
@@ -241,7 +366,9 @@ def _prec(expr: Any) -> int:
     return PREC_ATOM  # names, function calls, IF(...), (p/q)
 
 
-def _number(v: float) -> str:
+def number_text(v: float) -> str:
+    """A number as formula text: integers plainly, others exactly (repr), with a capital E."""
+    v = float(v)
     if v != v or v in (float("inf"), float("-inf")):
         raise ExcelPrintError("the formula contains a number that is not finite")
     if v == int(v) and abs(v) < 1e15:
@@ -255,7 +382,7 @@ _R1C1 = re.compile(r"^[Rr][0-9]*([Cc][0-9]*)?$|^[Cc][0-9]*$")
 _VALID = re.compile(r"^[A-Za-z_\\][A-Za-z0-9_.]*$")
 # Names a spreadsheet reads as something else: booleans, and the functions our formulas call.
 _RESERVED = {"TRUE", "FALSE", "MAX", "MIN", "ABS", "MOD", "LN", "EXP", "INT", "CEILING", "IF",
-             "AND", "OR", "NOT", "SQRT", "PI", "INDEX", "MATCH"}
+             "AND", "OR", "NOT", "SQRT", "PI", "INDEX", "MATCH", "IFERROR", "COUNTIF"}
 MAX_NAME = 255
 
 
@@ -306,3 +433,89 @@ def excel_names(names: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
 def excel_string(text: str) -> str:
     """A string literal for a formula."""
     return '"' + text.replace('"', '""') + '"'
+
+
+# -- values and validation ---------------------------------------------------------------------
+def is_flag(expr: Any) -> bool:
+    """A condition used as a number: Piecewise((1, cond), (0, True))."""
+    if expr is None or type(expr).__name__ != "Piecewise" or len(expr.args) != 2:
+        return False
+    (a, _), (b, last) = expr.args
+    return bool(a == 1 and b == 0 and last == True)  # noqa: E712 (sympy.true)
+
+
+def validation_formula(domain: Any, cell: str) -> str | None:
+    """A custom data-validation rule for a numeric domain, or None when anything goes."""
+    if domain.kind not in ("integer", "number"):
+        return None
+    parts = [f"ISNUMBER({cell})"]
+    if domain.kind == "integer":
+        parts.append(f"{cell}=INT({cell})")
+    if domain.lo is not None:
+        parts.append(f"{cell}{'>=' if domain.lo_inclusive else '>'}{number_text(domain.lo)}")
+    if domain.hi is not None:
+        parts.append(f"{cell}{'<=' if domain.hi_inclusive else '<'}{number_text(domain.hi)}")
+    return f"AND({','.join(parts)})"
+
+
+_HUMAN_STEPS: dict[tuple[int, ...], list[tuple[float, str]]] = {
+    (1, 0, 0, 0, 0): [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"),
+                      (1.0, "B")],
+    (1, -1, 0, 0, 0): [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")],
+    (0, 1, 0, 0, 0): [(86400.0 * 3, "days"), (3600.0 * 3, "h"), (300.0, "min"), (1.0, "s"),
+                      (1e-3, "ms"), (1e-6, "us")],
+    (0, 0, 1, 0, 0): [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"),
+                      (1e9, "GFLOP"), (1.0, "FLOP")],
+    (0, -1, 1, 0, 0): [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
+                       (1e9, "GFLOP/s"), (1.0, "FLOP/s")],
+    (0, 0, 0, 0, 1): [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),
+                      (1.0, "J")],
+    (0, -1, 0, 0, 1): [(1e6, "MW"), (1e3, "kW"), (1.0, "W")],
+}
+_TIME_SCALE = {"days": 86400.0, "h": 3600.0, "min": 60.0}
+
+
+HUMAN_FORMAT = "#,##0.0##"
+MONEY_FORMAT = "#,##0"
+
+
+def human_formula(ref: str, value: Any, unit: str) -> tuple[str, str, str]:
+    """(formula, unit text, number format) showing the named cell `ref` in a readable unit."""
+    factor, label = human_unit(value, unit)
+    fmt = MONEY_FORMAT if label.endswith("USD") else HUMAN_FORMAT
+    if factor == 1:
+        return f"={ref}", label, fmt
+    for scale, op in ((factor, "*"), (1 / factor, "/")):
+        if scale >= 1 and abs(scale - round(scale)) <= 1e-12 * scale:
+            return f"={ref}{op}{int(round(scale))}", label, fmt
+    return f"={ref}*{number_text(factor)}", label, fmt
+
+
+def human_unit(value: Any, unit: str) -> tuple[float, str]:
+    """(factor, unit text): value * factor reads well in that unit (picked from `value`)."""
+    try:
+        v = float(value)
+        u = parse_unit(unit)
+    except (TypeError, ValueError):
+        return 1.0, unit
+    key = tuple(int(x) for x in u.dim)
+    if "GPU" in unit and u.scale != 1 or (key == (0, 0, 0, 0, 0) and unit not in ("1", "")):
+        for factor, name in [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]:
+            if abs(v) >= max(factor, 1e4):
+                return 1 / factor, f"{name} {unit}"
+        return 1.0, unit
+    if key == (0, -1, 0, 0, 0) and unit.startswith("token"):
+        for factor, name in [(1e6, "M"), (1e3, "k")]:
+            if abs(v) >= factor:
+                return 1 / factor, f"{name} token/s"
+        return 1.0, unit
+    steps = _HUMAN_STEPS.get(key)
+    if steps is None:
+        return 1.0, "" if unit == "1" else unit
+    si = v * u.scale
+    scale, name = steps[-1] if si != 0 or key != (0, 1, 0, 0, 0) else (1.0, "s")
+    for threshold, label in steps:
+        if abs(si) >= threshold:
+            scale, name = threshold, label
+            break
+    return u.scale / _TIME_SCALE.get(name, scale), name

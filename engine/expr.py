@@ -99,6 +99,32 @@ def register_function_name(name: str) -> None:
     _extra_function_names.add(name)
 
 
+def register_function(spec: FunctionSpec, python_impl: Callable[..., Any],
+                      numpy_impl: Callable[..., Any] | None = None) -> None:
+    """Add a plugin function: formulas may call `spec.name`, the builder makes `spec.build`,
+    generated code calls `spec.runtime` (bound to `python_impl` for one config and `numpy_impl`
+    for arrays, see runtime.register_helper) and the workbook writes `spec.excel`.
+    Registering a name again replaces it; built-in names cannot be replaced."""
+    if spec.name in _BUILTIN_NAMES or spec.name in _SPECIAL_CALLS:
+        raise ValueError(f"'{spec.name}' is a built-in function and cannot be redefined")
+    if not spec.name.isidentifier() or spec.name.startswith("_"):
+        raise ValueError(f"'{spec.name}' is not a valid function name (letters, digits, '_'; "
+                         "not starting with '_')")
+    functions()[spec.name] = spec
+    _extra_function_names.add(spec.name)
+    from .runtime import register_helper
+
+    register_helper(spec.runtime, python_impl, numpy_impl)
+
+
+def reset_plugin_functions() -> None:
+    """Forget every registered plugin function (a new plugin set is about to register its own)."""
+    for name in list(_extra_function_names):
+        if _FUNCTIONS is not None:
+            _FUNCTIONS.pop(name, None)
+    _extra_function_names.clear()
+
+
 def known_function_names() -> set[str]:
     return _BUILTIN_NAMES | _SPECIAL_CALLS | _extra_function_names
 

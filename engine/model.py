@@ -47,6 +47,22 @@ class CompiledModel:
         self.warning_defs = warning_defs or []
         self._code: Any = None
         self._fns: dict[Any, tuple[Any, Any]] = {}
+        # Plugin functions the generated code calls: runtime name -> (scalar, numpy or None).
+        # Bound by the Engine from its plugin set; never cached (they are code, not data).
+        self.plugin_functions: dict[str, tuple[Any, Any]] = {}
+
+    def bind_functions(self, helpers: dict[str, tuple[Any, Any]]) -> None:
+        """Bind plugin functions (runtime name -> (scalar, numpy)) for the generated code."""
+        self.plugin_functions = dict(helpers)
+        self._fns.clear()
+
+    def _helpers(self, vectorized: bool) -> dict[str, Any]:
+        if not vectorized:
+            return {name: py for name, (py, _) in self.plugin_functions.items()}
+        from .runtime import vectorized as vectorize
+
+        return {name: np_impl if np_impl is not None else vectorize(py)
+                for name, (py, np_impl) in self.plugin_functions.items()}
 
     @property
     def code(self) -> Any:
@@ -63,7 +79,8 @@ class CompiledModel:
         """
         key = (vectorized, tuple(only) if only else None)
         if key not in self._fns:
-            ns = numpy_namespace() if vectorized else scalar_namespace()
+            ns = (numpy_namespace(self._helpers(True)) if vectorized
+                  else scalar_namespace(self._helpers(False)))
             exec(self.code if not only else compile(self._pruned_source(only),
                                                     "<dlformula pruned>", "exec"), ns)
             # (our own generated text, never user text)

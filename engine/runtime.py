@@ -58,12 +58,30 @@ def _div(a: Any, b: Any) -> Any:
         return math.nan if a == 0 else math.copysign(math.inf, a)
 
 
+# Plugin functions registered through expr.register_function: runtime name -> (scalar, numpy).
+# A CompiledModel also binds its plugin set's functions explicitly (the `extra` argument).
+_PLUGIN_HELPERS: dict[str, tuple[Any, Any]] = {}
+
+
+def register_helper(name: str, python_impl: Any, numpy_impl: Any = None) -> None:
+    """Make `name` callable from generated code (numpy_impl defaults to numpy.vectorize)."""
+    _PLUGIN_HELPERS[name] = (python_impl, numpy_impl)
+
+
+def vectorized(python_impl: Any) -> Any:
+    """An array version of a scalar function, for plugins that give no NumPy form."""
+    import numpy as np
+
+    return np.vectorize(python_impl, otypes=[float])
+
+
 def scalar_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     ns: dict[str, Any] = {
         "_where": _where, "_max": max, "_min": min, "_ceil": _ceil, "_floor": _floor,
         "_abs": abs, "_mod": _mod, "_log": _log, "_exp": _exp, "_and": _and, "_or": _or,
         "_not": _not, "_div": _div, "_asarray": lambda x: x,
     }
+    ns.update({name: impl for name, (impl, _) in _PLUGIN_HELPERS.items()})
     if extra:
         ns.update(extra)
     return ns
@@ -97,6 +115,8 @@ def numpy_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
         "_abs": np.abs, "_mod": nmod, "_log": np.log, "_exp": np.exp, "_and": nand,
         "_or": nor, "_not": np.logical_not, "_div": ndiv, "_asarray": np.asarray,
     }
+    ns.update({name: impl if impl is not None else vectorized(py)
+               for name, (py, impl) in _PLUGIN_HELPERS.items()})
     if extra:
         ns.update(extra)
     return ns

@@ -14,6 +14,9 @@ EXAMPLES = ROOT / "examples"
 
 _cache = tempfile.mkdtemp(prefix="dlformula-test-cache-")
 os.environ["DLFORMULA_CACHE_DIR"] = _cache
+# Tests control plugin loading: no installed third-party plugin or plugin folder sneaks in.
+os.environ["DLFORMULA_LOAD_PLUGINS"] = ""
+os.environ.pop("DLFORMULA_PLUGINS", None)
 
 
 @pytest.fixture(scope="session")

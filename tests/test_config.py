@@ -60,7 +60,7 @@ def test_unknown_keys(run):
         f"error: {p}:3: unknown key 'parallelism.zer0' (did you mean 'parallelism.zero'?); "
         "`dlformula list` shows every input and its config key",
         f"error: {p}:5: unknown section 'trainig' (did you mean 'training'?); sections: cost, "
-        "hardware, mla, model, parallelism, training",
+        "hardware, mla, model, moe, parallelism, training",
     ]
 
 

@@ -1,0 +1,586 @@
+"""Excel export: a live workbook in which every estimate is a spreadsheet formula.
+
+    from dlformula import Engine
+    from dlformula.excel import export
+    export(Engine(), "examples/gpt3-175b.yaml", "plan.xlsx")
+
+Sheets: About, Summary (key results, red when memory does not fit, native charts), Inputs (every
+input as a named cell with unit, doc, default and validation; constants; the name mapping),
+Hardware (the node catalog; the chosen node's figures are looked up with INDEX/MATCH), one sheet
+per formula file with one live formula per quantity, and Checks (the layout constraints).
+
+Every input, constant and quantity cell carries a workbook-level defined name equal to its
+dlformula name (or its mangled form, see `excel_printer.excel_names`) and holds the value in the
+definition's declared unit, as `dlformula eval --format json` does; human-unit columns sit beside.
+Only inputs and constants are pasted as values. docs/excel.md describes the layout.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from openpyxl import Workbook
+from openpyxl.chart import BarChart, Reference
+from openpyxl.formatting.rule import FormulaRule
+from openpyxl.styles import Alignment, Font, PatternFill
+from openpyxl.utils import absolute_coordinate, get_column_letter, quote_sheetname
+from openpyxl.workbook.defined_name import DefinedName
+from openpyxl.worksheet.datavalidation import DataValidation
+
+from .core import Engine, Result
+from .errors import UsageError
+from .excel_printer import (
+    excel_names,
+    excel_string,
+    human_formula,
+    printed_formulas,
+    validation_formula,
+)
+from .units import parse_unit
+
+# Sheet order and titles of the core formula files; plugin files follow alphabetically.
+GROUP_ORDER = ["model", "training", "parallelism", "hardware", "memory", "compute", "comm",
+               "pipeline", "time", "cost"]
+GROUP_TITLES = {"comm": "Communication", "hardware": "Accelerator", "moe": "MoE"}
+FIXED_SHEETS = ["About", "Summary", "Inputs", "Hardware", "Checks"]
+NODE_NAME = "hardware.node"  # a dot: no dlformula name can take it
+CHOICE_SUFFIX = ".choice"
+
+MEMORY_PARTS = [("Weights", "weight_memory"), ("Gradients", "grad_memory"),
+                ("Master weights", "master_weight_memory"),
+                ("Optimizer states", "optimizer_memory"), ("Activations", "act_memory"),
+                ("Reserved", "reserved_memory")]
+TIME_PARTS = [("Compute", "compute_time"), ("Pipeline bubble", "pipeline_bubble_time"),
+              ("Pipeline sends", "pp_comm_time"),
+              ("Data-parallel comm (exposed)", "dp_comm_exposed"),
+              ("Optimizer step", "optimizer_time")]
+KEY_RESULTS = ["memory_per_gpu", "hbm_capacity", "hbm_capacity_used", "memory_fits",
+               "memory_headroom", "step_time", "mfu", "hfu", "tokens_per_second",
+               "tokens_per_second_per_gpu", "training_days", "gpu_hours", "cost_usd",
+               "energy_kwh", "params_total"]
+LABELS = {"memory_per_gpu": "Memory per GPU", "hbm_capacity": "HBM capacity",
+          "hbm_capacity_used": "HBM used", "memory_fits": "Memory fits",
+          "memory_headroom": "Memory headroom", "mfu": "MFU", "hfu": "HFU",
+          "tokens_per_second": "Throughput", "tokens_per_second_per_gpu": "Throughput per GPU",
+          "gpu_hours": "GPU-hours", "cost_usd": "Cost", "energy_kwh": "Energy",
+          "params_total": "Parameters", "tp_comm_time": "TP communication",
+          "dp_comm_time": "DP communication", "exposed_comm_share": "Exposed communication",
+          "pipeline_bubble_fraction": "Pipeline bubble"}
+CHART_ROWS = 17  # rows a chart of height 7.5 cm covers, plus a gap
+MEMORY_ROWS = {"memory_per_gpu", "hbm_capacity_used", "memory_fits", "memory_headroom"}
+
+BOLD = Font(bold=True)
+TITLE = Font(bold=True, size=14)
+NOTE = Font(italic=True, color="595959")
+FILL_EDIT = PatternFill("solid", fgColor="FFF2CC")  # yellow: type here
+FILL_LOOKUP = PatternFill("solid", fgColor="E2EFDA")  # green: looked up from Hardware
+FILL_CONST = PatternFill("solid", fgColor="EDEDED")  # grey: fixed
+FILL_HEAD = PatternFill("solid", fgColor="D9E1F2")
+FILL_BAD = PatternFill("solid", fgColor="FFC7CE")
+FILL_GOOD = PatternFill("solid", fgColor="C6EFCE")
+FILL_WARN = PatternFill("solid", fgColor="FFEB9C")
+FONT_BAD = Font(bold=True, color="9C0006")
+WRAP = Alignment(wrap_text=True, vertical="top")
+
+
+@dataclass
+class ExportInfo:
+    """Where things went, for callers and tests: name -> (sheet, cell)."""
+
+    path: str
+    cells: dict[str, tuple[str, str]] = field(default_factory=dict)  # named value cells
+    choices: dict[str, tuple[str, str]] = field(default_factory=dict)  # label drop-downs
+    node_cell: tuple[str, str] | None = None
+    names: dict[str, str] = field(default_factory=dict)  # dlformula name -> defined name
+    renamed: dict[str, str] = field(default_factory=dict)  # dlformula name -> reason
+    sheets: list[str] = field(default_factory=list)
+
+
+def export(engine: Engine, config: str | None, output: str,
+           sets: list[str] | tuple[str, ...] = (), hf_config: str | None = None) -> ExportInfo:
+    """Evaluate `config` and write the workbook to `output` (an .xlsx path)."""
+    if not str(output).lower().endswith(".xlsx"):
+        raise UsageError(f"output '{output}' must end in .xlsx (an Excel workbook)")
+    result = engine.evaluate(config, sets, hf_config)
+    wb, info = build_workbook(engine, result, sets=sets, hf_config=hf_config)
+    info.path = str(output)
+    tmp = f"{output}.{os.getpid()}.tmp"  # never leave a half-written workbook behind
+    try:
+        wb.save(tmp)
+        os.replace(tmp, output)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UsageError(f"cannot write '{output}': {exc.strerror or exc}") from None
+    return info
+
+
+def build_workbook(engine: Engine, result: Result, sets: list[str] | tuple[str, ...] = (),
+                   hf_config: str | None = None) -> tuple[Workbook, ExportInfo]:
+    """The workbook for one evaluated config (not yet saved)."""
+    return _Builder(engine, result, tuple(sets), hf_config).build()
+
+
+class Text(str):
+    """Text from a formula, node or config file: never read as a formula, even after '='."""
+
+
+def _put(ws: Any, row: int, col: int, *values: Any) -> Any:
+    """Write `values` into consecutive cells of `row` from `col`; return the first cell."""
+    cells = [ws.cell(row=row, column=col + i, value=v) for i, v in enumerate(values)]
+    for cell, v in zip(cells, values, strict=True):
+        if isinstance(v, Text):
+            cell.data_type = "s"
+    return cells[0]
+
+
+def _titles(ws: Any, title: str, note: str) -> None:
+    ws["A1"], ws["A2"] = title, note
+    ws["A1"].font, ws["A2"].font = TITLE, NOTE
+
+
+def _header(ws: Any, row: int, titles: list[str], widths: list[int] | None = None) -> None:
+    for i, t in enumerate(titles, start=1):
+        c = ws.cell(row=row, column=i, value=t)
+        c.font, c.fill = BOLD, FILL_HEAD
+        if widths:
+            ws.column_dimensions[get_column_letter(i)].width = widths[i - 1]
+    ws.freeze_panes = ws.cell(row=row + 1, column=2)
+
+
+def _fit_page_width(ws: Any) -> None:
+    """Print on landscape pages one sheet wide."""
+    ws.page_setup.orientation = "landscape"
+    ws.sheet_properties.pageSetUpPr.fitToPage = True
+    ws.page_setup.fitToWidth, ws.page_setup.fitToHeight = 1, 0
+
+
+def _validate(ws: Any, cell: str, kind: str, formula: str, title: str, error: str,
+              blank: bool = False) -> None:
+    # Excel refuses (and "repairs") a title over 32 characters or a message over 255.
+    dv = DataValidation(type=kind, formula1=formula, allow_blank=blank, showErrorMessage=True,
+                        errorTitle=title[:32], error=error[:255])
+    ws.add_data_validation(dv)
+    dv.add(cell)
+
+
+class _Builder:
+    def __init__(self, engine: Engine, result: Result, sets: tuple[str, ...],
+                 hf_config: str | None) -> None:
+        self.engine, self.result, self.sets, self.hf_config = engine, result, sets, hf_config
+        self.model = m = result.model
+        self.names, self.renamed = excel_names([*m.inputs, *m.constants, *m.quantities])
+        printed = printed_formulas(engine, self.names)
+        self.formulas, self.conditions = printed["quantities"], printed["checks"]
+        self.flags = set(printed["flags"])  # conditions used as numbers: shown as yes/no
+        self.wb = Workbook()
+        self.info = ExportInfo("", names=dict(self.names), renamed=dict(self.renamed))
+        spec_keys = {k for nid in engine.catalog.node_ids()
+                     for k in engine.catalog.node(nid).specs}
+        # Inputs fed by a node figure: one column each on the Hardware sheet.
+        self.hw_inputs = {d.config.split(".", 1)[1]: d for d in m.inputs.values()
+                          if d.config.startswith("hardware.")
+                          and d.config.split(".", 1)[1] in spec_keys}
+        self.check_range: str | None = None
+
+    def _define(self, name: str, sheet: str, first: str, last: str | None = None) -> None:
+        ref = absolute_coordinate(first) + (f":{absolute_coordinate(last)}" if last else "")
+        self.wb.defined_names[name] = DefinedName(name, attr_text=f"{quote_sheetname(sheet)}!"
+                                                                  f"{ref}")
+
+    def _name_cell(self, ws: Any, row: int, name: str, shown_at: int) -> None:
+        """Give column B of `row` the defined name of `name`; show a changed name."""
+        self._define(self.names[name], ws.title, f"B{row}")
+        self.info.cells[name] = (ws.title, f"B{row}")
+        if name in self.renamed:
+            ws.cell(row=row, column=shown_at, value=self.names[name])
+
+    def _human(self, ws: Any, row: int, col: int, name: str, unit: str) -> None:
+        """Human value and unit of a named cell in columns `col` and `col + 1`."""
+        if name in self.flags:
+            _put(ws, row, col, f'=IF({self.names[name]}=1,"yes","no")')
+            return
+        formula, label, fmt = human_formula(self.names[name], self.result.values[name], unit)
+        _put(ws, row, col, formula, label).number_format = fmt
+
+    # -- the workbook -------------------------------------------------------------------------
+    def build(self) -> tuple[Workbook, ExportInfo]:
+        wb = self.wb
+        about = wb.active
+        about.title = "About"
+        summary = wb.create_sheet("Summary")
+        self._inputs(wb.create_sheet("Inputs"))
+        self._hardware(wb.create_sheet("Hardware"))
+        for group, title in self._groups():
+            self._group_sheet(wb.create_sheet(title), group)
+        self._checks(wb.create_sheet("Checks"))
+        self._summary(summary)  # last but one: it reads the Checks range
+        self._about(about)
+        wb.calculation.fullCalcOnLoad = True  # no cached values: compute on open
+        self.info.sheets = wb.sheetnames
+        return wb, self.info
+
+    def _groups(self) -> list[tuple[str, str]]:
+        """(formula file stem, sheet title) in a planner's order, titles unique."""
+        taken = {s.upper() for s in FIXED_SHEETS}
+        out = []
+        for g in _ordered({q.group for q in self.model.quantities.values()}):
+            title = GROUP_TITLES.get(g, g.replace("_", " ").capitalize())
+            title = re.sub(r"[\[\]:*?/\\']", " ", title)[:28].strip() or "Formulas"
+            base, n = title, 2
+            while title.upper() in taken:
+                title, n = f"{base} {n}", n + 1
+            taken.add(title.upper())
+            out.append((g, title))
+        return out
+
+    # -- Inputs -------------------------------------------------------------------------------
+    def _inputs(self, ws: Any) -> None:
+        m = self.model
+        _titles(ws, "Inputs", "Type in the yellow cells (categorical settings: pick from the "
+                "drop-down in 'Choose'). Green cells are looked up from the Hardware sheet for "
+                "the node chosen below. 'Value' is in the unit shown; formulas read it by name.")
+        _header(ws, 4, ["Name", "Value", "Choose", "Unit", "Human value", "Human unit",
+                        "Default", "Domain", "Config key", "From", "Doc", "Source",
+                        "Excel name"], [26, 18, 14, 12, 14, 11, 12, 20, 26, 34, 60, 40, 16])
+        row = 5
+        for group in _ordered({d.group for d in m.inputs.values()}):
+            _put(ws, row, 1, group).font = BOLD
+            row += 1
+            if group == "hardware":
+                row = self._node_row(ws, row)
+            for name, d in m.inputs.items():
+                if d.group == group:
+                    self._input_row(ws, row, name, d)
+                    row += 1
+        _put(ws, row + 1, 1, "Constants").font = BOLD
+        row += 2
+        for name, c in m.constants.items():
+            _put(ws, row, 1, name, c.value).offset(column=1).fill = FILL_CONST
+            _put(ws, row, 4, c.unit)
+            _put(ws, row, 10, f"{_short_path(c.path)}:{c.line}", Text(c.doc), Text(c.source))
+            self._name_cell(ws, row, name, 13)
+            row += 1
+        _put(ws, row + 1, 1, "Names changed for Excel").font = BOLD
+        _put(ws, row + 1, 2, "A defined name must not read as a cell reference (h100, tp1), an "
+             "R1C1 reference (r, c, R1C1) or a keyword; such names get a leading '_'.").font = NOTE
+        row += 2
+        if not self.renamed:
+            _put(ws, row, 1, "(none: every name is used as it is)").font = NOTE
+        for name, reason in self.renamed.items():
+            _put(ws, row, 1, name, self.names[name], None, reason)
+            row += 1
+
+    def _node_row(self, ws: Any, row: int) -> int:
+        node = self.result.config.node
+        _put(ws, row, 1, "node")
+        c = _put(ws, row, 3, node.id if node else None)
+        c.fill, c.font = FILL_EDIT, BOLD
+        self._define(NODE_NAME, ws.title, f"C{row}")
+        self.info.node_cell = (ws.title, f"C{row}")
+        _validate(ws, f"C{row}", "list", "hardware.ids", "Unknown node",
+                  "Pick a node id listed on the Hardware sheet.", blank=True)
+        _put(ws, row, 9, NODE_NAME, "config" if node else "not set",
+             "Hardware node type (an id from the Hardware sheet). Choosing another switches "
+             "every green figure below; figures the config sets itself stay as pasted.",
+             None, NODE_NAME)
+        return row + 1
+
+    def _input_row(self, ws: Any, row: int, name: str, d: Any) -> None:
+        cfg = self.result.config
+        value, origin = cfg.values[name], cfg.origins.get(name)
+        kind = origin.kind if origin else "default"
+        where = str(origin) if origin else "default"
+        if origin and kind in ("preset", "node") and origin.path:
+            where = f"{kind} {_short_path(origin.path)}:{origin.line}"
+        key = d.config.split(".", 1)[1] if d.config.startswith("hardware.") else None
+        categorical = bool(d.choices) or d.domain.kind == "boolean"
+        vcell = _put(ws, row, 1, name, None).offset(column=1)
+        if key in self.hw_inputs and cfg.node is not None and kind in ("node", "default"):
+            vcell.value = (f"=INDEX(hardware.table,MATCH({NODE_NAME},hardware.ids,0),"
+                           f"MATCH({excel_string(key)},hardware.keys,0))")
+            vcell.fill = FILL_LOOKUP
+            where = "looked up on Hardware for the chosen node"
+        elif categorical:
+            label = cfg.labels.get(name, d.label(value))
+            choice = _put(ws, row, 3, Text(label) if isinstance(label, str) else label)
+            choice.fill = FILL_EDIT
+            if isinstance(label, bool):  # LibreOffice shows a bare boolean cell as 0/1
+                choice.number_format = '"TRUE";"TRUE";"FALSE"'
+            cname = self.names[name] + CHOICE_SUFFIX
+            self._define(cname, ws.title, f"C{row}")
+            self.info.choices[name] = (ws.title, f"C{row}")
+            if d.choices:
+                labels = ",".join(excel_string(lb) for lb, _ in d.choices)
+                codes = ",".join(str(c) for _, c in d.choices)
+                vcell.value = f"=INDEX({{{codes}}},MATCH({cname},{{{labels}}},0))"
+                options = ",".join(lb for lb, _ in d.choices)
+            else:
+                vcell.value, options = f"=IF({cname},1,0)", "TRUE,FALSE"
+            if len(options) < 250 and '"' not in options:  # the limits of an inline list
+                _validate(ws, f"C{row}", "list", f'"{options}"', name,
+                          f"Choose one of: {options}")
+        else:
+            vcell.value, vcell.fill = value, FILL_EDIT
+            if key in self.hw_inputs and kind not in ("node", "default"):
+                where += " (set by the config: overrides the node's figure)"
+            rule = validation_formula(d.domain, f"B{row}")
+            if rule:
+                _validate(ws, f"B{row}", "custom", rule, name, f"{name} must be {d.domain.text}")
+        self._name_cell(ws, row, name, 13)
+        _put(ws, row, 4, d.unit)
+        if not categorical:
+            self._human(ws, row, 5, name, d.unit)
+        default = str(d.default).upper() if isinstance(d.default, bool) else d.default
+        _put(ws, row, 7, default, d.domain.text, d.config, where, Text(d.doc), Text(d.source))
+
+    # -- Hardware -----------------------------------------------------------------------------
+    def _hardware(self, ws: Any) -> None:
+        cat, keys = self.engine.catalog, list(self.hw_inputs)
+        _titles(ws, "Hardware catalog", "One row per node type, figures in the unit of the "
+                "input they feed (row 5). The node chosen on Inputs is highlighted; its figures "
+                "are looked up by INDEX/MATCH. Sources are listed below the table.")
+        _put(ws, 3, 1, "Chosen node:", f"={NODE_NAME}").font = BOLD
+        _header(ws, 4, ["Node id", "Name", "Vendor", *keys], [16, 44, 10] + [16] * len(keys))
+        ws.freeze_panes = "B6"
+        for i, key in enumerate(keys):
+            _put(ws, 5, 4 + i, self.hw_inputs[key].unit).font = NOTE
+        nodes = [cat.node(nid) for nid in cat.node_ids()]
+        first, last = 6, 6 + max(len(nodes), 1) - 1
+        for r, node in enumerate(nodes, start=first):
+            _put(ws, r, 1, node.id, Text(node.name), Text(node.vendor), *(
+                _catalog_value(node.specs.get(k), self.hw_inputs[k]) for k in keys))
+        lastcol = get_column_letter(3 + max(len(keys), 1))
+        self._define("hardware.ids", ws.title, f"A{first}", f"A{last}")
+        self._define("hardware.keys", ws.title, "D4", f"{lastcol}4")
+        self._define("hardware.table", ws.title, f"D{first}", f"{lastcol}{last}")
+        ws.conditional_formatting.add(f"A{first}:{lastcol}{last}", FormulaRule(
+            formula=[f"$A{first}={NODE_NAME}"], fill=FILL_EDIT, font=BOLD))
+        r = last + 3
+        _put(ws, r, 1, "Figures as written in the node files").font = BOLD
+        _header(ws, r + 1, ["Node id", "Figure", "Value", "Unit", "Source", "File"])
+        ws.freeze_panes = "B6"
+        r += 1
+        for node in nodes:
+            for key in keys:
+                r += 1
+                spec = node.specs.get(key)
+                if spec is None:
+                    _put(ws, r, 1, node.id, key, None, None, "not given: the default is used")
+                else:
+                    _put(ws, r, 1, node.id, key, spec.value, spec.unit, Text(spec.source),
+                         f"{_short_path(node.path)}:{spec.line}")
+
+    # -- one sheet per formula file -----------------------------------------------------------
+    def _group_sheet(self, ws: Any, group: str) -> None:
+        m = self.model
+        names = [n for n, q in m.quantities.items() if q.group == group]
+        paths = sorted({_short_path(m.quantities[n].path) for n in names})
+        _titles(ws, f"{ws.title}: formulas from {', '.join(paths)}", "Every 'Value' cell is a "
+                "live formula over named cells, in the unit shown (SI as in `dlformula eval "
+                "--format json`); 'Human value' converts it.")
+        _header(ws, 4, ["Name", "Value", "Unit", "Human value", "Human unit", "Definition",
+                        "Doc", "Source", "Defined at", "Excel name"],
+                [30, 20, 12, 14, 12, 60, 60, 40, 26, 16])
+        for row, name in enumerate(names, start=5):
+            q = m.quantities[name]
+            _put(ws, row, 1, name, self.formulas[name], q.unit)
+            self._name_cell(ws, row, name, 10)
+            self._human(ws, row, 4, name, q.unit)
+            _put(ws, row, 6, Text(" ".join(q.expr.split())), Text(q.doc), Text(q.source),
+                 f"{_short_path(q.path)}:{q.line}")
+
+    # -- Checks -------------------------------------------------------------------------------
+    def _checks(self, ws: Any) -> None:
+        _titles(ws, "Checks: conditions a layout must meet to run, and warnings",
+                "A FAIL means the layout cannot run as set; a warning means it runs but deserves "
+                "a look. The message says what to change.")
+        _header(ws, 4, ["Check", "Status", "Message", "Condition", "Defined at"],
+                [28, 10, 80, 50, 30])
+        for row, c in enumerate(self.conditions, start=5):
+            text, bad = c["excel"], "warning" if c["kind"] == "warning" else "FAIL"
+            _put(ws, row, 1, c["name"], f'=IF({text},"ok","{bad}")',
+                 f'=IF({text},"",{self._message(c["message"])})', Text(c["check"]),
+                 _short_path(c["where"]))
+        if self.conditions:
+            last = 4 + len(self.conditions)
+            self.check_range = f"Checks!$B$5:$B${last}"
+            ws.conditional_formatting.add(f"B5:C{last}", FormulaRule(
+                formula=['$B5="FAIL"'], fill=FILL_BAD, font=FONT_BAD))
+            ws.conditional_formatting.add(f"B5:C{last}", FormulaRule(
+                formula=['$B5="warning"'], fill=FILL_WARN))
+
+    def _message(self, message: str) -> str:
+        """A constraint message as a formula: its {name} placeholders become live values."""
+        parts, pos = [], 0
+        for mt in re.finditer(r"\{([A-Za-z][A-Za-z0-9_]*)\}", message):
+            name = mt.group(1)
+            if name not in self.names:
+                continue
+            d = self.model.inputs.get(name)
+            categorical = d is not None and (bool(d.choices) or d.domain.kind == "boolean")
+            parts += [excel_string(message[pos:mt.start()]),
+                      self.names[name] + (CHOICE_SUFFIX if categorical else "")]
+            pos = mt.end()
+        parts.append(excel_string(message[pos:]))
+        return "&".join(p for p in parts if p != '""') or '""'
+
+    # -- Summary ------------------------------------------------------------------------------
+    def _summary(self, ws: Any) -> None:
+        m, cfg, names = self.model, self.result.config, self.names
+        have = set(m.quantities) | set(m.inputs)
+        _put(ws, 1, 1, "Summary").font = TITLE
+        for col, width in zip("ABCDE", (30, 18, 14, 26, 50), strict=True):
+            ws.column_dimensions[col].width = width
+        info = [("Config", Text(cfg.path)), ("Model preset", cfg.preset.id if cfg.preset else "-"),
+                ("Hardware node", f"={NODE_NAME}")]
+        if "gpus" in have:
+            info.append(("GPUs", f"={names['gpus']}"))
+        layout = [n for n in ("tp", "pp", "dp", "cp", "vpp") if n in m.inputs]
+        if layout:
+            info.append(("Layout", "=" + '&" "&'.join(f'"{n.upper()}="&{names[n]}'
+                                                      for n in layout)))
+        if self.check_range:
+            fails, warns = (f'COUNTIF({self.check_range},"{w}")' for w in ("FAIL", "warning"))
+            info.append(("Layout checks", f'=IF({fails}>0,"FAIL: see the Checks sheet",'
+                         f'IF({warns}>0,{warns}&" warning(s): see the Checks sheet",'
+                         '"all pass"))'))
+        for r, (label, value) in enumerate(info, start=3):
+            _put(ws, r, 1, label, value).font = BOLD
+        if self.check_range:
+            ws.conditional_formatting.add(f"B{r}", FormulaRule(
+                formula=[f'COUNTIF({self.check_range},"FAIL")>0'], fill=FILL_BAD, font=FONT_BAD))
+            ws.conditional_formatting.add(f"B{r}", FormulaRule(
+                formula=[f'COUNTIF({self.check_range},"warning")>0'], fill=FILL_WARN))
+        row = r + 2
+        _put(ws, row, 1, "Key results").font = TITLE
+        _header(ws, row + 1, ["Result", "Value", "Unit", "Name", "Doc"])
+        ws.freeze_panes = None
+        row += 1
+        keys = [n for n in KEY_RESULTS if n in have]
+        keys += [n for n in m.summary if n not in keys and n in have]
+        fits = "memory_per_gpu" in have and "hbm_capacity" in have
+        for name in keys:
+            row += 1
+            d = m.quantities.get(name) or m.inputs[name]
+            _put(ws, row, 1, LABELS.get(name, name.replace("_", " ").capitalize()), None, None,
+                 name, Text(d.doc))
+            if d.unit == "1" and name not in self.flags:
+                _put(ws, row, 2, f"={names[name]}").number_format = "0.0%"
+            else:
+                self._human(ws, row, 2, name, d.unit)
+            ws.cell(row=row, column=2).font = BOLD
+            if fits and name in MEMORY_ROWS | {"hbm_capacity"}:
+                mem, cap = names["memory_per_gpu"], names["hbm_capacity"]
+                ws.conditional_formatting.add(f"A{row}:C{row}", FormulaRule(
+                    formula=[f"{mem}>{cap}"], fill=FILL_BAD, font=FONT_BAD))
+                ws.conditional_formatting.add(f"A{row}:C{row}", FormulaRule(
+                    formula=[f"{mem}<={cap}"], fill=FILL_GOOD))
+        self._chart(ws, row + 2, "Memory per GPU", "GiB", MEMORY_PARTS, 2**30)
+        self._chart(ws, row + 2 + CHART_ROWS, "Step time", "s", TIME_PARTS, 1)
+        _fit_page_width(ws)
+
+    def _chart(self, ws: Any, row: int, title: str, unit: str, parts: list[tuple[str, str]],
+               divisor: int) -> None:
+        """A small live table of `parts` and a native bar chart of it beside."""
+        parts = [(label, n) for label, n in parts if n in self.names]
+        if not parts:
+            return
+        _put(ws, row, 1, f"{title} ({unit})", unit).font = BOLD
+        for i, (label, name) in enumerate(parts, start=row + 1):
+            ref = self.names[name] + (f"/{divisor}" if divisor != 1 else "")
+            _put(ws, i, 1, label, f"={ref}").offset(column=1).number_format = "#,##0.00###"
+        last = row + len(parts)
+        chart = BarChart()
+        chart.type, chart.title, chart.legend = "bar", f"{title} ({unit})", None
+        chart.y_axis.title = unit
+        chart.add_data(Reference(ws, min_col=2, min_row=row, max_row=last),
+                       titles_from_data=True)
+        chart.set_categories(Reference(ws, min_col=1, min_row=row + 1, max_row=last))
+        chart.height, chart.width = 7.5, 16
+        ws.add_chart(chart, f"C{row}")
+
+    # -- About --------------------------------------------------------------------------------
+    def _about(self, ws: Any) -> None:
+        from . import __version__
+
+        cfg = self.result.config
+        ws.column_dimensions["A"].width, ws.column_dimensions["B"].width = 22, 110
+        facts = [
+            ("Config", Text(cfg.path)),
+            ("Overrides", " ".join(f"--set {s}" for s in self.sets) or "none"),
+            ("Hugging Face config", self.hf_config or "none"),
+            ("Model preset", cfg.preset.id if cfg.preset else "none"),
+            ("Hardware node", cfg.node.id if cfg.node else "none (the config gives the figures)"),
+            ("dlformula version", __version__),
+            ("Formula digest", self.model.digest[:16]),
+            ("Formula sources", ", ".join(sorted({s.origin for s in self.engine.sources}))),
+            ("Exported", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
+        ]
+        _fit_page_width(ws)
+        _put(ws, 1, 1, "dlformula training plan").font = TITLE
+        _put(ws, 2, 2, ABOUT_INTRO)
+        row = 3
+        for label, text in [*facts, ("", ""), *ABOUT_TEXT]:
+            a = _put(ws, row, 1, label)
+            a.font, a.alignment = BOLD, WRAP
+            _put(ws, row, 2, text).alignment = WRAP
+            lines = -(-len(str(text)) // 130)  # spreadsheets do not size wrapped rows on load
+            if lines > 1:
+                ws.row_dimensions[row].height = 15 * lines
+            row += 1
+
+
+ABOUT_INTRO = ("A live workbook: every estimate is a spreadsheet formula over named cells. "
+               "Change an input and every figure recomputes.")
+ABOUT_TEXT = [
+    ("How to use", "1. On Inputs, type over the yellow cells; pick categorical settings "
+                   "(recompute, precision, ...) and the node type from the drop-downs."),
+    ("", "2. Read the key results and the charts on Summary; a red memory row means the run "
+         "does not fit in the accelerator's memory."),
+    ("", "3. Checks says whether the layout can run (tp x pp x dp x cp = GPUs, divisibility); "
+         "a FAIL row says what to change."),
+    ("", "4. Every quantity sheet shows the formula's definition, doc and source; "
+         "`dlformula explain NAME` shows the derivation step by step."),
+    ("", ""),
+    ("Sheets", "Summary: key results, memory and step-time breakdowns. Inputs: every input as a "
+               "named cell, then constants and the names changed for Excel. Hardware: the node "
+               "catalog, looked up with INDEX/MATCH. One sheet per formula file (Model, "
+               "Training, ...): one live formula per quantity. Checks: the layout constraints."),
+    ("Colours", "Yellow: type here. Green: looked up from Hardware. Grey: a constant. White: a "
+                "formula."),
+    ("Names", "Each input and quantity cell has a workbook-level defined name equal to its "
+              "dlformula name, so formulas read like the formula files. Names a spreadsheet "
+              "would misread (h100, tp1, r, c) get a leading '_'; the table at the bottom of "
+              "Inputs lists them."),
+    ("Units", "'Value' columns hold each figure in its declared unit (SI base units: byte, s, "
+              "FLOP) exactly as `dlformula eval --format json` prints it; 'Human value' columns "
+              "beside convert to GiB, ms, TFLOP/s, days, ..."),
+    ("Categorical inputs", "The drop-down label ('Choose') becomes the code the formulas use "
+                           "through an INDEX/MATCH (or IF) formula in 'Value'."),
+]
+
+
+# -- module helpers -----------------------------------------------------------------------------
+def _ordered(groups: set[str]) -> list[str]:
+    return sorted(groups, key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else 99, g))
+
+
+def _catalog_value(spec: Any, d: Any) -> Any:
+    """A node's figure in the unit of the input it feeds (its default when the node is silent),
+    with the same arithmetic config resolution uses, so looked-up figures equal the engine's."""
+    if spec is None:
+        return d.default
+    a, b = parse_unit(spec.unit), parse_unit(d.unit)
+    if a.dim != b.dim:
+        return None  # the engine refuses this node too, saying why
+    return spec.value if a.scale == b.scale else spec.value * a.scale / b.scale
+
+
+def _short_path(path: str) -> str:
+    """`formulas/memory.yaml` rather than where this machine keeps it."""
+    return "/".join(str(path).replace("\\", "/").split("/")[-2:])

@@ -1,0 +1,207 @@
+"""Charts: memory and step-time breakdowns, sweeps (line or heatmap), search scatter with the
+Pareto front. matplotlib is an optional extra (`pip install 'dlformula[plot]'`) imported only
+here, with the non-interactive Agg backend, so plots work on a server without a display.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .errors import UsageError
+
+_SUM = re.compile(r"^\s*[A-Za-z]\w*(\s*\+\s*[A-Za-z]\w*)+\s*$")
+_SCALES = {"byte": (2.0**30, "GiB"), "s": (1.0, "s"), "FLOP/s": (1e12, "TFLOP/s"),
+           "token/s": (1e3, "k token/s"), "USD": (1e6, "M USD"), "day": (1.0, "days")}
+_PERCENT_WORDS = ("mfu", "hfu", "share", "fraction", "used", "efficiency")
+
+
+def pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("plotting needs matplotlib, which is not installed; "
+                         "pip install 'dlformula[plot]'") from None
+    return plt
+
+
+def scale_of(name: str, unit: str) -> tuple[float, str]:
+    """Divide values by the first number to show them in the unit named second."""
+    if unit == "1" and any(w in name for w in _PERCENT_WORDS):
+        return 0.01, "%"
+    return _SCALES.get(unit, (1.0, "" if unit == "1" else unit))
+
+
+def label(name: str, unit: str) -> str:
+    _, text = scale_of(name, unit)
+    return f"{name} ({text})" if text else name
+
+
+def breakdown(model: Any, name: str) -> list[str]:
+    """The parts a quantity adds up, expanding parts that are sums themselves (a quantity
+    whose formula is not a plain sum of names is one part)."""
+    q = model.quantities.get(name)
+    if q is None or not _SUM.match(q.expr):
+        return [name]
+    parts: list[str] = []
+    for term in q.expr.split("+"):
+        term = term.strip()
+        parts.extend(breakdown(model, term) if term in model.quantities else [term])
+    return parts
+
+
+def _save(fig: Any, path: str) -> None:
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot write '{path}': {exc}") from None
+    finally:
+        pyplot().close(fig)
+
+
+def plot_breakdown(engine: Any, config: str, name: str, path: str,
+                   sets: Iterable[str] = (), vary: str | None = None) -> None:
+    """Stacked bars of `name`'s parts: one bar, or one per value of `vary` (KEY=VALUES)."""
+    from .sweep import sweep
+
+    plt = pyplot()
+    model = engine.model
+    parts = breakdown(model, name)
+    unit = model.quantities[name].unit
+    factor, unit_text = scale_of(name, unit)
+    if vary:
+        table = sweep(config, vary=[vary], sets=sets, columns=[*parts, name], engine=engine)
+        if not len(table):
+            raise UsageError(f"--vary {vary}: no value gives a layout that can run")
+        ticks = [str(v) for v in table.values(table.axes[0])]
+        xlabel = vary.split("=", 1)[0]
+        data = {p: np.asarray(table[p], dtype=float) / factor for p in parts}
+        capacity = table.config.values.get("hbm_capacity")
+    else:
+        result = engine.evaluate(config, sets)
+        ticks, xlabel = [""], ""
+        data = {p: np.asarray([float(result[p])]) / factor for p in parts}
+        capacity = result.values.get("hbm_capacity")
+    fig, ax = plt.subplots(figsize=(max(6, 1 + 0.9 * len(ticks)), 4.5))
+    bottom = np.zeros(len(ticks))
+    for part, values in data.items():
+        if np.allclose(values, 0):
+            continue
+        ax.bar(ticks, values, bottom=bottom, label=part)
+        bottom += values
+    if name == "memory_per_gpu" and capacity:
+        ax.axhline(capacity / factor, color="black", linestyle="--", linewidth=1,
+                   label=f"HBM {capacity / factor:.0f} {unit_text}")
+    ax.set_ylabel(f"{name} ({unit_text})" if unit_text else name)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    ax.set_title(f"{name}: breakdown" + (f" ({os.path.basename(config)})" if config else ""))
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1))
+    _save(fig, path)
+
+
+def plot_sweep(table: Any, path: str, y: str | None = None) -> None:
+    """One varied key: a line (bars for words); two: a heatmap; blank where no row is left."""
+    plt = pyplot()
+    axes = list(table.axes)
+    y = y or next((c for c in table.names if c not in axes), None)
+    if y is None or y not in table:
+        raise UsageError(f"nothing to plot: '{y}' is not a column of the sweep")
+    if not axes or len(axes) > 2:
+        raise UsageError("a sweep plot takes one --vary axis (line) or two (heatmap); fix the "
+                         "others with --set")
+    factor, unit_text = scale_of(y, table.units.get(y, "1"))
+    values = np.asarray(table[y], dtype=float) / factor
+    ylabel = f"{y} ({unit_text})" if unit_text else y
+    if len(axes) == 1:
+        x = axes[0]
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        if x in table.decoders:
+            ax.bar([str(v) for v in table.values(x)], values)
+        else:
+            order = np.argsort(np.asarray(table[x]), kind="stable")
+            ax.plot(np.asarray(table[x])[order], values[order], marker="o")
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    else:
+        rows_key, cols_key = axes
+        row_vals, row_idx = _levels(table, rows_key)
+        col_vals, col_idx = _levels(table, cols_key)
+        grid = np.full((len(row_vals), len(col_vals)), np.nan)
+        grid[row_idx, col_idx] = values
+        fig, ax = plt.subplots(figsize=(max(5, 1.2 + 0.8 * len(col_vals)),
+                                        max(4, 1 + 0.5 * len(row_vals))))
+        image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap="viridis",
+                          origin="lower")
+        ax.set_xticks(range(len(col_vals)), [str(v) for v in col_vals])
+        ax.set_yticks(range(len(row_vals)), [str(v) for v in row_vals])
+        ax.set_xlabel(cols_key)
+        ax.set_ylabel(rows_key)
+        if grid.size <= 200:
+            for (i, j), v in np.ndenumerate(grid):
+                if np.isfinite(v):
+                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7,
+                            color="white")
+        fig.colorbar(image, ax=ax, label=ylabel)
+    ax.set_title(f"{y} over {' x '.join(axes)}")
+    _save(fig, path)
+
+
+def _levels(table: Any, name: str) -> tuple[list[Any], np.ndarray]:
+    raw = np.asarray(table[name], dtype=float)
+    levels, index = np.unique(raw, return_inverse=True)
+    decoder = table.decoders.get(name)
+    shown = [decoder.get(int(v), v) if decoder else (int(v) if v == int(v) else v)
+             for v in levels.tolist()]
+    return shown, index
+
+
+def plot_search(result: Any, path: str, x: str = "memory_per_gpu") -> None:
+    """Every layout that fits: objective against `x`, the Pareto front and the best marked."""
+    from .search import pareto_front
+
+    plt = pyplot()
+    if not len(result):
+        raise UsageError("no layout fits, so there is nothing to plot")
+    y = result.objective
+    if x not in result:
+        raise UsageError(f"-x {x}: not a column of the search; add it with columns=[...]")
+    fx, tx = scale_of(x, result.units.get(x, "1"))
+    fy, ty = scale_of(y, result.units.get(y, "1"))
+    xs = np.asarray(result[x], dtype=float) / fx
+    ys = np.asarray(result[y], dtype=float) / fy
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    colour = np.log2(np.asarray(result["tp"], dtype=float)) if "tp" in result else None
+    points = ax.scatter(xs, ys, s=10, c=colour, cmap="viridis", alpha=0.6, label="layouts")
+    if colour is not None:
+        levels = np.unique(colour)
+        bar = fig.colorbar(points, ax=ax, ticks=levels)
+        bar.ax.set_yticklabels([str(int(2**v)) for v in levels])
+        bar.set_label("tp")
+    front = pareto_front(result, [(x, x in ("mfu", "memory_headroom")), (y, result.descending)])
+    order = front[np.argsort(xs[front], kind="stable")]
+    ax.step(xs[order], ys[order], where="post", color="crimson", linewidth=1.5,
+            label="Pareto front")
+    ax.scatter(xs[order], ys[order], s=30, color="crimson", zorder=3)
+    ax.scatter(xs[:1], ys[:1], s=160, marker="*", color="gold", edgecolor="black", zorder=4,
+               label="recommended")
+    capacity = result.config.values.get("hbm_capacity") if result.config else None
+    if x == "memory_per_gpu" and capacity:
+        ax.axvline(capacity / fx, color="black", linestyle="--", linewidth=1, label="HBM")
+    ax.set_xlabel(f"{x} ({tx})" if tx else x)
+    ax.set_ylabel(f"{y} ({ty})" if ty else y)
+    finite = ys[np.isfinite(ys) & (ys > 0)]
+    if len(finite) and finite.max() > 20 * finite.min():
+        ax.set_yscale("log")  # a few slow layouts would flatten the interesting ones
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    ax.set_title(f"{len(result):,} layouts that fit, by {y}")
+    _save(fig, path)

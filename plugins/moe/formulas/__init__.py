@@ -1,0 +1,1 @@
+"""Data package: the MoE plugin's formula files (read through importlib.resources)."""

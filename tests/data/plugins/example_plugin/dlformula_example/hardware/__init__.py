@@ -1,0 +1,1 @@
+"""Data package: the example plugin's hardware node types."""

@@ -1,0 +1,486 @@
+"""The Excel export: printer, workbook layout, CLI, and the proof that the workbook is live.
+
+The proof tests have LibreOffice's headless Calc recalculate exported workbooks (all of them in
+one `soffice` run, with a throw-away profile that forces recalculation on load) and compare every
+named cell with the engine: random valid configs, a workbook whose inputs were changed with
+openpyxl (node switched through its drop-down cell), and a formula file full of names a
+spreadsheet would misread. Without soffice they are skipped, except under CI, where they fail.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openpyxl
+import pytest
+import sympy
+
+from dlformula.core import Engine
+from dlformula.errors import DlfError, ModelError
+from dlformula.excel import ExportInfo, build_workbook, export
+from dlformula.excel_printer import (
+    ExcelPrinter,
+    ExcelPrintError,
+    excel_names,
+    human_unit,
+    name_problem,
+)
+from dlformula.resources import DataFolder, builtin_folders
+
+ROOT = Path(__file__).resolve().parent.parent
+GPT3 = str(ROOT / "examples" / "gpt3-175b.yaml")
+LLAMA = str(ROOT / "examples" / "llama3-70b.yaml")
+DATA = ROOT / "tests" / "data"
+ERRORS = ("#NAME?", "#VALUE!", "#DIV/0!", "#REF!", "#N/A", "#NUM!", "#NULL!", "Err:")
+RANDOM_CONFIGS = 22
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine()
+
+
+@pytest.fixture(scope="module")
+def names_engine() -> Engine:
+    """The core formulas plus a formula folder full of names Excel would misread."""
+    folder = DataFolder("formulas", DATA / "excel_formulas", "excel-test")
+    return Engine(folders=builtin_folders() + [folder], use_cache=False)
+
+
+# -- the printer --------------------------------------------------------------------------------
+x, y, z = sympy.symbols("x y z")
+PRINTER = ExcelPrinter({"x": "x", "y": "y", "z": "_z"})
+
+
+@pytest.mark.parametrize("expr, text", [
+    (-x**2, "-(x^2)"),  # Excel reads -x^2 as (-x)^2
+    (x**(y**z), "x^(y^_z)"),  # Excel's ^ is left-associative
+    ((x**y)**z, "(x^y)^_z"),
+    (x - y**2, "x-y^2"),
+    (-2 * x / y, "-2*x/y"),
+    (x / (y * z), "x/(y*_z)"),
+    (1 / x, "1/x"),
+    (sympy.Rational(1, 3) * x, "x/3"),
+    (sympy.sqrt(x), "SQRT(x)"),
+    (2.5e-7 * x, "2.5E-07*x"),
+    (sympy.Max(0, x - y), "MAX(0,x-y)"),
+    (sympy.ceiling(x / y), "CEILING(x/y,1)"),
+    (sympy.floor(x / y), "INT(x/y)"),
+    (sympy.Mod(x, y), "MOD(x,y)"),
+    (sympy.log(x), "LN(x)"),
+    (sympy.exp(-x), "EXP(-x)"),
+    (sympy.Piecewise((x, sympy.Eq(y, 2)), (z, sympy.Ne(x, 0)), (1, True)),
+     "IF(y=2,x,IF(x<>0,_z,1))"),
+    (sympy.And(x < 1, sympy.Or(y > 2, sympy.Not(sympy.Eq(z, 1)))), "AND(x<1,OR(y>2,_z<>1))"),
+    # A comparison that may divide by zero answers as the engine's NaN does, never #DIV/0!.
+    (sympy.Eq(sympy.Mod(x, y - 2), 0), "IFERROR(MOD(x,y-2)=0,FALSE)"),
+    (sympy.Ne(x / y, 1), "IFERROR(x/y<>1,TRUE)"),
+])
+def test_printer_writes_excel_syntax(expr: Any, text: str) -> None:
+    assert PRINTER.doprint(expr) == text
+
+
+def test_printer_refuses_what_excel_cannot_compute() -> None:
+    with pytest.raises(ExcelPrintError, match="gamma"):
+        PRINTER.doprint(sympy.gamma(x))
+    with pytest.raises(ExcelPrintError, match="'w' has no cell"):
+        PRINTER.doprint(sympy.Symbol("w") + 1)
+    with pytest.raises(ExcelPrintError, match="infinite"):
+        PRINTER.doprint(sympy.zoo)
+
+
+def test_names_excel_would_misread_are_mangled() -> None:
+    mapping, reasons = excel_names(["tp", "tp1", "h100", "r", "c", "R1C1", "rc", "TP", "true",
+                                    "memory_per_gpu", "xfd1048576"])
+    assert mapping == {"tp": "tp", "tp1": "_tp1", "h100": "_h100", "r": "_r", "c": "_c",
+                       "R1C1": "_R1C1", "rc": "_rc", "TP": "TP_2", "true": "_true",
+                       "memory_per_gpu": "memory_per_gpu", "xfd1048576": "_xfd1048576"}
+    assert reasons["h100"] == "reads as a cell reference"
+    assert reasons["TP"] == "differs from another name only by case"
+    assert name_problem("act_memory") is None
+
+
+def test_human_units_pick_a_readable_scale() -> None:
+    assert human_unit(3 * 2**30, "byte") == (2.0**-30, "GiB")
+    assert human_unit(0.004, "s") == (1000.0, "ms")
+    assert human_unit(4e5, "s") == (1 / 86400, "days")
+    assert human_unit(3e14, "FLOP/s") == (1e-12, "TFLOP/s")
+    assert human_unit(0.45, "1") == (1.0, "")
+
+
+# -- the workbook -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def gpt3_book(engine: Engine) -> tuple[Any, ExportInfo, Any]:
+    result = engine.evaluate(GPT3)
+    wb, info = build_workbook(engine, result)
+    return wb, info, result
+
+
+def test_every_input_and_quantity_is_a_named_cell(gpt3_book: Any) -> None:
+    wb, info, result = gpt3_book
+    m = result.model
+    for name in [*m.inputs, *m.constants, *m.quantities]:
+        sheet, cell = info.cells[name]
+        dn = wb.defined_names[info.names[name]]
+        assert dn.attr_text.replace("'", "") == f"{sheet}!${cell[0]}${cell[1:]}", name
+    for name in m.quantities:  # nothing but inputs is pasted
+        sheet, cell = info.cells[name]
+        assert str(wb[sheet][cell].value).startswith("="), name
+
+
+def test_sheets_in_a_planners_order(gpt3_book: Any) -> None:
+    _, info, _ = gpt3_book
+    assert info.sheets[:4] == ["About", "Summary", "Inputs", "Hardware"]
+    assert info.sheets[4:7] == ["Model", "Training", "Parallelism"]
+    assert "Communication" in info.sheets and info.sheets[-1] == "Checks"
+
+
+def test_inputs_have_drop_downs_and_validation(gpt3_book: Any) -> None:
+    wb, info, _ = gpt3_book
+    ws = wb["Inputs"]
+    rules = {str(c): dv for dv in ws.data_validations.dataValidation for c in dv.sqref.ranges}
+    recompute = info.choices["recompute"][1]
+    assert rules[recompute].type == "list"
+    assert rules[recompute].formula1 == '"none,selective,full"'
+    assert ws[recompute].value == "selective"
+    assert ws[info.cells["recompute"][1]].value == (
+        '=INDEX({0,1,2},MATCH(recompute.choice,{"none","selective","full"},0))')
+    assert rules[info.node_cell[1]].formula1 == "hardware.ids"
+    assert ws[info.node_cell[1]].value == "a100-sxm4-80gb"
+    tp = info.cells["tp"][1]
+    assert rules[tp].type == "custom" and "INT(" in rules[tp].formula1
+    hbm = ws[info.cells["hbm_capacity"][1]].value
+    assert hbm.startswith("=INDEX(hardware.table,MATCH(hardware.node,hardware.ids,0)")
+
+
+def test_summary_has_charts_and_red_when_memory_does_not_fit(gpt3_book: Any) -> None:
+    wb, _, _ = gpt3_book
+    ws = wb["Summary"]
+    assert len(ws._charts) == 2
+    formulas = [r.formula[0] for cf in ws.conditional_formatting for r in cf.rules]
+    assert "memory_per_gpu>hbm_capacity" in formulas
+
+
+def test_a_config_figure_overrides_the_node_lookup(engine: Engine) -> None:
+    result = engine.evaluate(str(DATA / "excel_override.yaml"))
+    wb, info = build_workbook(engine, result)
+    ws = wb["Inputs"]
+    sheet, cell = info.cells["hbm_capacity"]
+    assert ws[cell].value == 96 * 2**30
+    assert "overrides the node's figure" in ws[f"J{cell[1:]}"].value
+    assert str(ws[info.cells["tdp"][1]].value).startswith("=INDEX(")
+
+
+def test_an_expression_excel_cannot_compute_is_an_error_naming_the_quantity() -> None:
+    eng = Engine(use_cache=False)  # print afresh, not from the cached formula text
+    result = eng.evaluate(GPT3)
+    q = eng.model.quantities["act_memory"]
+    eng.formula_set.exprs["act_memory"] = sympy.gamma(sympy.Symbol("hidden"))
+    with pytest.raises(ModelError) as err:
+        build_workbook(eng, result)
+    assert err.value.path == q.path and err.value.line == (q.expr_line or q.line)
+    assert "cannot export quantity 'act_memory' to Excel" in str(err.value)
+    assert "gamma" in str(err.value)
+
+
+def test_formula_text_comes_from_the_cache_without_sympy(tmp_path: Path) -> None:
+    """A warm export reads the printed formulas from the cache and never imports sympy."""
+    script = ("import sys; from dlformula import Engine; from dlformula.excel import export; "
+              f"export(Engine(), {GPT3!r}, sys.argv[1]); "
+              "print('sympy' in sys.modules)")
+    env = {**os.environ, "DLFORMULA_CACHE_DIR": str(tmp_path / "cache")}
+    runs = [subprocess.run([sys.executable, "-c", script, str(tmp_path / f"{i}.xlsx")],
+                           capture_output=True, text=True, env=env, check=True).stdout
+            for i in range(2)]
+    assert runs == ["True\n", "False\n"]
+    cold, warm = (openpyxl.load_workbook(tmp_path / f"{i}.xlsx") for i in range(2))
+    for ws in cold.worksheets:
+        if ws.title != "About":  # it carries the export time
+            assert [[c.value for c in r] for r in ws.iter_rows()] == [
+                [c.value for c in r] for r in warm[ws.title].iter_rows()], ws.title
+
+
+# -- the command --------------------------------------------------------------------------------
+def _cli() -> Any:
+    from dlformula.cli import cli
+    from dlformula.cli_export import export as export_cmd
+
+    if "export" not in cli.commands:
+        cli.add_command(export_cmd)
+    return cli
+
+
+def _run(args: list[str]) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of `dlformula ARGS` (errors are printed by `main`)."""
+    import contextlib
+    import io
+
+    from dlformula.cli import main
+
+    _cli()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_cli_export_writes_the_workbook(tmp_path: Path) -> None:
+    out = tmp_path / "plan.xlsx"
+    code, stdout, stderr = _run(["export", GPT3, "-o", str(out), "--set", "parallelism.zero=2"])
+    assert code == 0, stderr
+    assert re.fullmatch(rf"wrote {re.escape(str(out))}: \d+ sheets, \d+ named cells "
+                        r"\(\d+\.\d\d s\)\n", stdout)
+    wb = openpyxl.load_workbook(out)
+    assert wb["Inputs"][_cell(wb, "zero")].value == 2
+
+
+def test_cli_export_refuses_a_non_xlsx_output(tmp_path: Path) -> None:
+    code, _, stderr = _run(["export", GPT3, "-o", str(tmp_path / "plan.xls")])
+    assert code == 2
+    assert stderr == f"error: output '{tmp_path / 'plan.xls'}' must end in .xlsx (an Excel " \
+                     "workbook)\n"
+
+
+def test_cli_export_reports_a_bad_config_like_eval(tmp_path: Path) -> None:
+    bad = ["--set", "parallelism.tp=3"]
+    code, _, stderr = _run(["export", GPT3, "-o", str(tmp_path / "p.xlsx"), *bad])
+    assert (code, stderr) == _run(["eval", GPT3, *bad])[::2]
+    assert code == 2 and stderr.startswith("error: --set: ")
+    assert not (tmp_path / "p.xlsx").exists()
+
+
+def test_cli_export_reports_an_unwritable_path(tmp_path: Path) -> None:
+    target = tmp_path / "missing" / "plan.xlsx"
+    code, _, stderr = _run(["export", GPT3, "-o", str(target)])
+    assert code == 2 and stderr.startswith(f"error: cannot write '{target}'")
+
+
+def _cell(wb: Any, name: str) -> str:
+    ref = wb.defined_names[name].attr_text
+    return ref.split("!")[1].replace("$", "")
+
+
+# -- LibreOffice: the workbook is live ----------------------------------------------------------
+def _soffice() -> str:
+    path = shutil.which("soffice") or shutil.which("libreoffice")
+    if path:
+        return path
+    if os.environ.get("CI"):
+        pytest.fail("LibreOffice (soffice) is missing: CI must install Debian's "
+                    "libreoffice-calc-nogui to prove the workbook recalculates")
+    pytest.skip("LibreOffice (soffice) is not installed: apt-get install libreoffice-calc-nogui")
+
+
+RECALC_ALWAYS = """<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry"
+ xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<item oor:path="/org.openoffice.Office.Calc/Formula/Load"><prop oor:name="OOXMLRecalcMode" \
+oor:op="fuse"><value>0</value></prop></item>
+</oor:items>
+"""
+
+
+def recalculate(soffice: str, paths: list[Path], outdir: Path) -> dict[Path, Path]:
+    """Have LibreOffice load, recalculate and save every workbook, in one run."""
+    profile = Path(tempfile.mkdtemp(prefix="dlf-lo-profile-"))
+    try:
+        (profile / "user").mkdir()
+        (profile / "user" / "registrymodifications.xcu").write_text(RECALC_ALWAYS)
+        proc = subprocess.run(
+            [soffice, "--headless", "--norestore", f"-env:UserInstallation={profile.as_uri()}",
+             "--convert-to", "xlsx", "--outdir", str(outdir), *map(str, paths)],
+            capture_output=True, text=True, timeout=600)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    out = {p: outdir / p.name for p in paths}
+    missing = [p.name for p, o in out.items() if not o.exists()]
+    assert not missing, f"LibreOffice wrote no {missing}: {proc.stdout}{proc.stderr}"
+    return out
+
+
+@dataclass
+class Case:
+    label: str
+    path: Path
+    info: ExportInfo
+    expected: dict[str, Any] | None  # name -> engine value (None: the engine refuses it)
+    model: Any
+
+
+def _random_sets(eng: Engine, rng: random.Random, base: str) -> tuple[list[str], Any]:
+    nodes = eng.catalog.node_ids()
+    for _ in range(500):
+        tp, pp, dp, cp = (rng.choice(v) for v in ([1, 2, 4, 8], [1, 2, 4, 8],
+                                                  [1, 2, 4, 8, 16, 32], [1, 1, 2]))
+        sets = [f"hardware.node={rng.choice(nodes)}", f"hardware.gpus={tp * pp * dp * cp}",
+                f"parallelism.tp={tp}", f"parallelism.pp={pp}", f"parallelism.dp={dp}",
+                f"parallelism.cp={cp}", f"parallelism.vpp={rng.choice([1, 1, 2, 3])}",
+                f"parallelism.zero={rng.randint(0, 3)}",
+                f"parallelism.sp={rng.choice(['true', 'false'])}",
+                f"parallelism.tp_comm_overlap={rng.choice([0, 0.3, 0.75])}",
+                f"parallelism.overlap_grad_reduce={rng.choice(['true', 'false'])}",
+                f"training.micro_batch={rng.choice([1, 2, 4])}",
+                f"training.recompute={rng.choice(['none', 'selective', 'full'])}",
+                f"training.precision={rng.choice(['bf16', 'bf16', 'fp16', 'fp8', 'tf32'])}",
+                f"training.flash_attention={rng.choice(['true', 'true', 'false'])}",
+                f"training.dropout={rng.choice(['true', 'false'])}",
+                f"model.tied_embeddings={rng.choice(['true', 'false'])}",
+                f"model.norm={rng.choice(['rmsnorm', 'layernorm'])}",
+                f"cost.pue={rng.choice([1, 1.2])}"]
+        try:
+            return sets, eng.evaluate(base, sets)
+        except DlfError:
+            continue
+    raise AssertionError("no valid random config in 500 tries")
+
+
+EDITS = {  # cell name -> new value; the node is switched through its drop-down cell
+    "hardware.node": "h100-sxm", "hardware.gpus": 512, "parallelism.tp": 4,
+    "parallelism.pp": 4, "parallelism.dp": 32, "training.recompute": "full",
+    "training.precision": "fp8", "model.tied_embeddings": True, "parallelism.zero": 3,
+}
+
+
+def _edit(path: Path, info: ExportInfo, model: Any, edits: dict[str, Any]) -> None:
+    """Change inputs in a saved workbook as a planner would (openpyxl keeps the formulas)."""
+    by_key = {d.config: n for n, d in model.inputs.items()}
+    wb = openpyxl.load_workbook(path)
+    for key, value in edits.items():
+        if key == "hardware.node":
+            sheet, cell = info.node_cell  # type: ignore[misc]
+        else:
+            name = by_key[key]
+            sheet, cell = info.choices.get(name) or info.cells[name]
+        wb[sheet][cell] = value
+    wb.save(path)
+
+
+@pytest.fixture(scope="module")
+def recalculated(engine: Engine, names_engine: Engine,
+                 tmp_path_factory: pytest.TempPathFactory) -> list[tuple[Case, Any]]:
+    soffice = _soffice()
+    src = tmp_path_factory.mktemp("books")
+    cases: list[Case] = []
+
+    def add(label: str, eng: Engine, config: str, sets: list[str], hf: str | None = None,
+            edits: dict[str, Any] | None = None) -> None:
+        path = src / f"{len(cases):02d}-{label}.xlsx"
+        info = export(eng, config, str(path), sets, hf)
+        result = eng.evaluate(config, sets, hf)
+        expected: dict[str, Any] | None = result.values
+        if edits:
+            _edit(path, info, result.model, edits)
+            changed = [*sets, *(f"{k}={_yaml(v)}" for k, v in edits.items())]
+            try:
+                expected = eng.evaluate(config, changed, hf).values
+            except DlfError:
+                expected = None
+        cases.append(Case(label, path, info, expected, result.model))
+
+    rng = random.Random(20240611)
+    for i in range(RANDOM_CONFIGS):
+        base = GPT3 if i % 2 == 0 else LLAMA
+        sets, _ = _random_sets(engine, rng, base)
+        add(f"random{i}", engine, base, sets)
+    add("gpt3", engine, GPT3, [])
+    add("llama3", engine, LLAMA, [])
+    add("hf-config", engine, LLAMA, ["parallelism.vpp=2"],
+        hf=str(DATA / "hf" / "llama3.1-8b.json"))
+    add("edited", engine, GPT3, [], edits=EDITS)
+    add("override-edited", engine, str(DATA / "excel_override.yaml"), [],
+        edits={"hardware.node": "mi300x", "training.recompute": "none"})
+    add("invalid-layout", engine, GPT3, [], edits={"parallelism.tp": 3})
+    add("mangled-names", names_engine, GPT3, [])
+    add("mangled-edited", names_engine, GPT3, [],
+        edits={"excel_test.r": 1.5, "excel_test.h100": 3.5, "excel_test.mode": "c",
+               "model.glu": False})
+    out = recalculate(soffice, [c.path for c in cases], tmp_path_factory.mktemp("recalc"))
+    return [(c, openpyxl.load_workbook(out[c.path], data_only=True)) for c in cases]
+
+
+def _yaml(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _mismatches(case: Case, wb: Any) -> list[str]:
+    assert case.expected is not None
+    bad = []
+    for name, (sheet, cell) in case.info.cells.items():
+        got, want = wb[sheet][cell].value, case.expected[name]
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isclose(
+                got, want, rel_tol=1e-9, abs_tol=1e-300):
+            bad.append(f"{case.label}: {name} = {got!r} in the workbook, {want!r} in the engine")
+    return bad
+
+
+def test_libreoffice_recalculates_random_configs_to_the_engines_numbers(
+        recalculated: list[tuple[Case, Any]]) -> None:
+    random_cases = [(c, wb) for c, wb in recalculated if c.label.startswith("random")]
+    assert len(random_cases) >= 20
+    bad = [line for c, wb in recalculated if "edited" not in c.label and c.expected
+           for line in _mismatches(c, wb)]
+    assert not bad, "\n".join(bad[:30])
+
+
+def test_changed_inputs_and_node_recompute_to_the_engines_numbers(
+        recalculated: list[tuple[Case, Any]]) -> None:
+    edited = [(c, wb) for c, wb in recalculated if "edited" in c.label]
+    assert len(edited) == 3
+    bad = [line for c, wb in edited for line in _mismatches(c, wb)]
+    assert not bad, "\n".join(bad[:30])
+    case, wb = edited[0]
+    ws = wb["Inputs"]
+    # The node switched through the drop-down: figures now come from h100-sxm.
+    assert ws[case.info.cells["hbm_capacity"][1]].value == 80 * 2**30
+    assert wb["Summary"]["B5"].value == "h100-sxm"
+
+
+def test_checks_sheet_fails_a_layout_the_engine_refuses(
+        engine: Engine, recalculated: list[tuple[Case, Any]]) -> None:
+    case, wb = next((c, wb) for c, wb in recalculated if c.label == "invalid-layout")
+    with pytest.raises(DlfError) as err:
+        engine.evaluate(GPT3, ["parallelism.tp=3"])
+    ws = wb["Checks"]
+    rows = {ws.cell(row=r, column=1).value: (ws.cell(row=r, column=2).value,
+                                             ws.cell(row=r, column=3).value)
+            for r in range(5, ws.max_row + 1)}
+    assert rows["layout_matches_gpus"] == ("FAIL", err.value.message)
+    assert [name for name, (status, _) in rows.items() if status == "FAIL"] == [
+        "layout_matches_gpus"]
+    assert wb["Summary"]["B8"].value == "FAIL: see the Checks sheet"
+
+
+def test_no_error_values_anywhere_after_recalculation(
+        recalculated: list[tuple[Case, Any]]) -> None:
+    bad = []
+    for case, wb in recalculated:
+        for ws in wb.worksheets:
+            for row in ws.iter_rows():
+                for c in row:
+                    if isinstance(c.value, str) and c.value.startswith(ERRORS):
+                        bad.append(f"{case.label}: {ws.title}!{c.coordinate} = {c.value}")
+    assert not bad, "\n".join(bad[:30])
+
+
+def test_defined_names_survive_libreoffice(recalculated: list[tuple[Case, Any]]) -> None:
+    case, wb = next((c, wb) for c, wb in recalculated if c.label == "mangled-names")
+    names = set(wb.defined_names)
+    assert {"_h100", "_tp1", "_Tp1_2", "_R1C1", "_r", "_c", "_rc", "hardware.node"} <= names
+    assert set(case.info.names.values()) <= names
+    ws = wb["Inputs"]
+    mapping = {ws.cell(row=r, column=1).value: ws.cell(row=r, column=2).value
+               for r in range(1, ws.max_row + 1)}
+    assert mapping["h100"] == "_h100" and mapping["Tp1"] == "_Tp1_2"
+    assert "Excel names" in wb.sheetnames  # a plugin's formula file gets its own sheet
+    sheet, cell = case.info.cells["c"]
+    assert wb[sheet][f"G{cell[1:]}"].value.startswith("=2r - h100^2: unary minus")  # text

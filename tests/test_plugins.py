@@ -1,0 +1,649 @@
+"""Plugins: the hook system, local folders, installed (entry-point) plugins, broken plugins with
+one clear line each, and the built-in MoE plugin's numbers.
+
+Installed plugins are controlled like datasette's tests do: every test here sets
+DLFORMULA_LOAD_PLUGINS (to "" or to the one fake plugin it installs), so a plugin that happens
+to be installed on the machine never changes a number.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import click
+import pytest
+
+from conftest import EXAMPLES, ROOT
+
+PLUGINS = ROOT / "tests" / "data" / "plugins"
+EXAMPLE = PLUGINS / "example_plugin"
+EXAMPLE_PKG = EXAMPLE / "dlformula_example"
+EXAMPLE_CONFIG = str(EXAMPLE / "config.yaml")
+BROKEN = PLUGINS / "broken"
+MIXTRAL = str(PLUGINS / "mixtral-8x7b.yaml")
+DEEPSEEK = str(PLUGINS / "deepseek-v3.yaml")
+GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
+LLAMA = str(EXAMPLES / "llama3-70b.yaml")
+MiB = 2**20
+
+
+@pytest.fixture(autouse=True)
+def no_installed_plugins(monkeypatch):
+    """Only the plugins a test asks for: no installed ones, no DLFORMULA_PLUGINS folders."""
+    monkeypatch.setenv("DLFORMULA_LOAD_PLUGINS", "")
+    monkeypatch.delenv("DLFORMULA_PLUGINS", raising=False)
+
+
+def _cli_group() -> click.Group:
+    """cli.py's group with --plugin and `plugins` (built here until cli.py registers them)."""
+    from dlformula import cli as climod
+    from dlformula.cli_plugins import plugin_option, plugins_command
+
+    group = climod.cli
+    if any(p.name == "plugin_paths" for p in group.params):
+        return group
+    callback = group.callback
+
+    def wired(no_cache, plugin_paths):
+        return callback(no_cache=no_cache)
+
+    mirror = plugin_option(click.Group(group.name, commands=dict(group.commands),
+                                       params=list(group.params), callback=wired,
+                                       context_settings=group.context_settings))
+    mirror.add_command(plugins_command)
+    if "export" not in mirror.commands:
+        with contextlib.suppress(ImportError):
+            from dlformula.cli_export import export
+
+            mirror.add_command(export)
+    return mirror
+
+
+@pytest.fixture
+def run(monkeypatch):
+    """Run `dlformula ARGS` in-process: (exit code, stdout, stderr)."""
+    from dlformula import cli as climod
+    from dlformula.cli_plugins import loaded_plugins
+
+    wired = any(p.name == "plugin_paths" for p in climod.cli.params)
+    group = _cli_group()
+    monkeypatch.setattr(climod, "cli", group)
+
+    def _run(*args: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            if wired:  # cli.main loads the plugins itself
+                code = climod.main(list(args))
+            else:
+                try:
+                    with loaded_plugins(group, list(args)):
+                        code = climod.main(list(args))
+                except Exception as exc:  # what main() reports when the loading is inside it
+                    from dlformula.errors import DlfError
+
+                    if not isinstance(exc, DlfError):
+                        raise
+                    for line in exc.lines():
+                        print(f"error: {line}", file=sys.stderr)
+                    code = exc.exit_code
+        return code, out.getvalue(), err.getvalue()
+
+    return _run
+
+
+def _engine(*paths):
+    from dlformula import Engine
+
+    return Engine(plugins=[str(p) for p in paths])
+
+
+# -- the MoE plugin: dense models are unchanged ---------------------------------------------------
+@pytest.mark.parametrize("config, sets", [
+    (GPT3, []),
+    (LLAMA, []),
+    (GPT3, ["parallelism.zero=3", "training.recompute=full"]),
+    (LLAMA, ["parallelism.zero=0", "parallelism.pp=2", "parallelism.dp=32"]),
+    (LLAMA, ["parallelism.zero=2", "parallelism.cp=2", "parallelism.dp=8", "parallelism.vpp=1",
+             "parallelism.schedule=dualpipe"]),
+])
+def test_moe_plugin_leaves_dense_models_unchanged(config, sets):
+    """Every override equals the core formula when moe.experts is 0: the same numbers, bit for
+    bit, as the core alone (this also catches an override that drifted from the core)."""
+    from dlformula import Engine
+    from dlformula.resources import builtin_folders
+
+    with_moe = Engine().evaluate(config, sets).values
+    core = Engine(folders=builtin_folders()).evaluate(config, sets).values
+    differ = [n for n, v in core.items() if not (v == with_moe[n] or (
+        isinstance(v, float) and math.isnan(v) and math.isnan(with_moe[n])))]
+    assert differ == []
+    assert with_moe["params_active"] == with_moe["params_total"]
+    assert with_moe["ep_comm_time"] == 0
+
+
+def test_moe_plugin_is_loaded_through_the_same_hooks_as_the_core():
+    from dlformula.plugin_manager import PluginSet
+
+    plugins = PluginSet.load(entry_points=False, env={})
+    assert [(i.name, i.kind) for i in plugins.infos] == [("dlformula", "core"),
+                                                       ("moe", "built-in")]
+    core, moe = plugins.infos
+    assert plugins.hooks_of(core) == ["formula_folders", "hardware_folders", "preset_folders"]
+    assert plugins.hooks_of(moe) == ["formula_folders"]
+    assert [f.kind for f in plugins.folders() if f.origin == "moe"] == ["formulas"]
+
+
+# -- the MoE plugin: published parameter counts ---------------------------------------------------
+def _within(value, target, rel=0.02):
+    return abs(value - target) / target <= rel
+
+
+def test_mixtral_total_and_active_parameters(engine):
+    r = engine.evaluate(MIXTRAL)
+    assert _within(r["params_total"], 46.7e9), r["params_total"]
+    assert _within(r["params_active"], 12.9e9), r["params_active"]
+    assert r["moe_layers"] == 32
+
+
+def _has_mla(engine) -> bool:
+    return any(d.config == "mla.kv_lora_rank" for d in engine.model.inputs.values())
+
+
+def test_deepseek_v3_total_and_active_parameters(engine):
+    if not _has_mla(engine):
+        pytest.xfail("needs MLA in core formulas")
+    r = engine.evaluate(DEEPSEEK)
+    assert _within(r["params_total"], 671e9), r["params_total"]  # MTP module excluded
+    assert _within(r["params_active"], 37e9), r["params_active"]
+    assert r["moe_layers"] == 58  # 61 layers, the first 3 dense
+
+
+@pytest.mark.parametrize("config", [MIXTRAL, DEEPSEEK])
+def test_moe_configs_evaluate_fully_with_mfu_on_active_parameters(engine, config):
+    if config == DEEPSEEK and not _has_mla(engine):
+        pytest.xfail("needs MLA in core formulas")
+    r = engine.evaluate(config)
+    bad = [n for n, v in r.quantities().items() if not math.isfinite(float(v))]
+    assert bad == []
+    for name in ("params_total", "params_active", "ep_comm_time", "moe_imbalance_factor",
+                 "grouped_gemm_efficiency", "expert_params_per_gpu", "router_flops_per_token",
+                 "moe_mlp_activation", "ep_a2a_time", "ep_comm_volume"):
+        assert name in r.values
+    # Model FLOPs (and so MFU) count the experts a token passes through, not all of them.
+    scores = r["layers"] * 2 * r["seq_len"] * (r["q_width"] + r["value_width"])
+    weights = r["forward_flops_per_token"] - scores  # 2 FLOPs per weight a token meets
+    assert weights == pytest.approx(2 * (r["params_active"] - r["embedding_params"]), rel=0.01)
+    assert weights < 0.5 * 2 * r["params_total"]
+    assert r["ep_comm_time"] > 0
+
+
+# -- the MoE plugin: parallel layout, memory, communication ---------------------------------------
+def test_expert_memory_falls_as_expert_parallelism_rises(engine):
+    memory, experts_per_gpu = [], []
+    for ep in (1, 2, 4, 8):
+        r = engine.evaluate(MIXTRAL, [f"parallelism.ep={ep}"])
+        memory.append(r["states_memory"])
+        experts_per_gpu.append(r["expert_params_per_gpu"])
+        stage_routed = r["routed_expert_params"] / r["layers"] * r["stage_layers"]
+        assert r["expert_params_per_gpu"] == pytest.approx(stage_routed / (1 * ep))
+    assert memory == sorted(memory, reverse=True) and memory[0] > 2 * memory[-1]
+    assert experts_per_gpu[0] == pytest.approx(8 * experts_per_gpu[-1])
+
+
+def test_expert_optimizer_states_shard_over_the_expert_data_parallel_group(engine):
+    # tp 2, dp 8, ep 4, etp 1: expert_dp = 2 x 1 x 8 / (1 x 4) = 4, the dense group dp x cp = 8
+    r = engine.evaluate(MIXTRAL, ["parallelism.ep=4", "parallelism.zero=1"])
+    assert r["expert_dp"] == 4
+    expected = (r["dense_params_per_gpu"] / 8 + r["expert_params_per_gpu"] / 4) * 8
+    assert r["optimizer_memory"] == pytest.approx(expected)
+    assert r["weight_memory"] == pytest.approx(r["params_per_gpu"] * 2)  # not sharded at ZeRO-1
+
+
+def test_all_to_all_inside_the_node_is_faster_than_across_nodes(engine):
+    inside = engine.evaluate(MIXTRAL)  # ep 8 x etp 1 ranks: one 8-GPU NVLink domain
+    across = engine.evaluate(MIXTRAL, ["parallelism.etp=2"])  # 16 ranks: two nodes
+    assert inside["ep_crosses_domain"] == 0 and across["ep_crosses_domain"] == 1
+    assert inside["ep_inter_share"] == 0 and across["ep_intra_share"] == pytest.approx(3 / 8)
+    assert across["ep_a2a_time"] > 3 * inside["ep_a2a_time"]
+
+
+def test_capacity_factor_caps_the_load_imbalance(engine):
+    r = engine.evaluate(MIXTRAL, ["moe.load_imbalance=1.4"])
+    assert r["moe_imbalance_factor"] == 1.4
+    capped = engine.evaluate(MIXTRAL, ["moe.load_imbalance=1.4", "moe.capacity_factor=1.25"])
+    assert capped["moe_imbalance_factor"] == 1.25
+    assert capped["expert_gemm_flops"] < r["expert_gemm_flops"]
+    assert capped["step_time"] < r["step_time"]
+
+
+def test_grouped_gemm_efficiency_drops_for_starved_experts(engine):
+    fed = engine.evaluate(MIXTRAL)
+    starved = engine.evaluate(MIXTRAL, ["training.seq_len=256"])
+    assert starved["tokens_per_expert"] == fed["tokens_per_expert"] / 16
+    assert starved["grouped_gemm_efficiency"] < 0.7 * fed["grouped_gemm_efficiency"]
+
+
+@pytest.mark.parametrize("sets, message", [
+    (["parallelism.ep=3", "parallelism.dp=24", "hardware.gpus=192"],
+     "error: --set: moe.experts = 8 is not divisible by parallelism.ep = 3; choose an ep that "
+     "divides the expert count (Megatron-LM: 'Number of experts should be a multiple of expert "
+     "model parallel_size')"),
+    (["parallelism.etp=2", "parallelism.dp=4", "parallelism.pp=8"],
+     "error: --set: expert tensor x expert parallel = 2 x 8 does not divide the 2 x 1 x 4 "
+     "(tp x cp x dp) ranks of a pipeline stage; Megatron-core requires world_size divisible by "
+     "etp x ep x pp"),
+    (["parallelism.sp=false"],
+     "error: --set: a MoE model with parallelism.tp = 2 needs sequence parallelism (Megatron-LM: "
+     "'When using MoE and tensor parallelism, sequence parallelism must be used'); set "
+     "parallelism.sp to true"),
+    (["training.precision=fp16"],
+     "error: --set: expert parallelism does not support fp16 training (Megatron-LM); set "
+     "training.precision to bf16"),
+    (["moe.top_k=9"],
+     "error: --set: moe.top_k = 9 exceeds moe.experts = 8; a token cannot be routed to more "
+     "experts than exist"),
+])
+def test_expert_layouts_megatron_refuses_are_refused(run, sets, message):
+    args = ["eval", MIXTRAL, "--brief"]
+    for s in sets:
+        args += ["--set", s]
+    code, _, err = run(*args)
+    assert code == 2
+    assert message in err.splitlines(), err
+
+
+def test_expert_parallelism_on_a_dense_model_is_refused(run):
+    code, _, err = run("eval", LLAMA, "--set", "parallelism.ep=2")
+    assert code == 2
+    assert err.splitlines() == [
+        "error: --set: parallelism.ep = 2 needs a mixture-of-experts model (moe.experts > 1); "
+        "set ep to 1 for a dense model"]
+
+
+def test_overrides_are_shown_by_explain_and_plugins(run):
+    code, out, _ = run("explain", "params_active", "--depth", "0")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "params_active = params_total - inactive_expert_params"
+    # the override line names what it replaced (its wording is explain's)
+    assert any("formulas/model.yaml:" in line and "params_total" in line and "was" in line
+               for line in lines[1:]), out
+    code, out, _ = run("plugins")
+    assert code == 0
+    assert any(line.startswith("  overrides params_active (was formulas/model.yaml:")
+               for line in out.splitlines()), out
+
+
+# -- local folder plugins ------------------------------------------------------------------------
+def test_a_plugin_folder_adds_a_node_type_a_formula_a_function_and_a_command(run):
+    p = str(EXAMPLE_PKG)
+    code, out, _ = run("--plugin", p, "hardware")
+    assert code == 0 and any(line.startswith("acme-x1 ") for line in out.splitlines())
+    code, out, _ = run("--plugin", p, "hardware", "acme-x1")
+    assert code == 0 and out.startswith("acme-x1: ACME X1 (example) (ACME)")
+    code, out, err = run("--plugin", p, "eval", EXAMPLE_CONFIG, "--format", "json")
+    assert code == 0, err
+    q = json.loads(out)["quantities"]
+    mem, rounded = q["memory_per_gpu"]["value"], q["memory_per_gpu_rounded"]["value"]
+    assert rounded == math.ceil(mem / (2 * MiB)) * 2 * MiB and rounded >= mem
+    assert json.loads(out)["inputs"]["allocation_granularity"]["config"] == \
+        "example.allocation_granularity"
+    code, out, _ = run("--plugin", p, "explain", "memory_per_gpu_rounded", "-c", EXAMPLE_CONFIG,
+                       "--depth", "1")
+    assert code == 0
+    assert out.splitlines()[0] == \
+        "memory_per_gpu_rounded = round_up_to(memory_per_gpu, allocation_granularity)"
+    assert "round_up_to(" in out.splitlines()[4]
+    code, out, _ = run("--plugin", p, "rounded-memory", EXAMPLE_CONFIG)
+    assert code == 0 and out.endswith(" blocks)\n")
+    code, out, _ = run("rounded-memory", EXAMPLE_CONFIG)
+    assert code == 2  # the command exists only with the plugin
+    code, out, _ = run("--plugin=" + p, "plugins", "--format", "json")
+    entry = [e for e in json.loads(out)["plugins"] if e["name"] == "dlformula_example"][0]
+    assert entry["kind"] == "folder"
+    assert entry["hardware"] == ["acme-x1"]
+    assert entry["quantities"] == ["memory_per_gpu_rounded"]
+    assert entry["config_keys"] == ["example.allocation_granularity"]
+    assert entry["functions"] == ["round_up_to"] and entry["commands"] == ["rounded-memory"]
+    assert entry["hooks"] == ["formula_folders", "hardware_folders", "config_keys", "functions",
+                              "register_commands"]
+
+
+def test_dlformula_plugins_env_loads_folders(run, monkeypatch):
+    monkeypatch.setenv("DLFORMULA_PLUGINS", str(EXAMPLE_PKG))
+    code, out, _ = run("eval", EXAMPLE_CONFIG, "--only", "memory_per_gpu_rounded")
+    assert code == 0 and "memory_per_gpu_rounded" in out
+
+
+def test_plugin_functions_run_vectorized_and_from_a_warm_cache(tmp_path):
+    import numpy as np
+
+    eng = _engine(EXAMPLE_PKG)
+    assert eng.digest != __import__("dlformula.sources", fromlist=["x"]).digest_sources(
+        eng.sources)  # the function is part of the cache key
+    r = eng.evaluate(EXAMPLE_CONFIG)
+    values = {n: np.full(3, r.config.values[n]) for n in r.model.inputs}
+    values["allocation_granularity"] = np.array([1.0, 2 * MiB, 1024 * MiB])
+    fn, _ = r.model.functions(vectorized=True, only=["memory_per_gpu_rounded"])
+    got = fn(values)["memory_per_gpu_rounded"]
+    mem = r["memory_per_gpu"]
+    assert list(got) == [math.ceil(mem), math.ceil(mem / (2 * MiB)) * 2 * MiB,
+                         math.ceil(mem / 2**30) * 2**30]
+    # A second process loads the cached model (no sympy) and binds the function again.
+    code = ("import sys; from dlformula import Engine; "
+            f"r = Engine(plugins=[{str(EXAMPLE_PKG)!r}]).evaluate({EXAMPLE_CONFIG!r}); "
+            "print(r['memory_per_gpu_rounded'], 'sympy' in sys.modules)")
+    env = {**os.environ, "DLFORMULA_CACHE_DIR": str(tmp_path), "DLFORMULA_LOAD_PLUGINS": ""}
+    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, timeout=120) for _ in range(2)]
+    assert [o.returncode for o in outs] == [0, 0], outs[0].stderr + outs[1].stderr
+    first, second = (o.stdout.split() for o in outs)
+    assert first[0] == second[0] == repr(r["memory_per_gpu_rounded"])
+    assert second[1] == "False"
+
+
+def test_linting_extra_files_knows_the_plugin_functions(tmp_path):
+    """`dlformula check FILE` loads the installed files plus FILE: plugin functions included."""
+    from dlformula.resources import extra_sources
+
+    (tmp_path / "mine.yaml").write_text(
+        "quantities:\n  params_rounded:\n    expr: round_up_to(params_total, 1e9)\n"
+        "    unit: parameter\n    doc: Parameters in whole billions.\n    source: test\n")
+    eng = _engine(EXAMPLE_PKG)
+    fs = eng.load_formula_set(extra_sources(eng.sources, [str(tmp_path / "mine.yaml")]))
+    assert "params_rounded" in fs.quantities and "memory_per_gpu_rounded" in fs.quantities
+
+
+def test_export_sees_the_plugin_node_and_formula(tmp_path):
+    import openpyxl
+
+    from dlformula.excel import export
+
+    eng = _engine(EXAMPLE_PKG)
+    out = tmp_path / "plan.xlsx"
+    info = export(eng, EXAMPLE_CONFIG, str(out))
+    wb = openpyxl.load_workbook(out)
+    sheet, cell = info.cells["memory_per_gpu_rounded"]
+    assert wb[sheet][cell].value.startswith("=CEILING(")
+    text = [str(c.value) for row in wb["Hardware"].iter_rows() for c in row]
+    assert "acme-x1" in text
+    soffice = shutil.which("soffice") or shutil.which("libreoffice")
+    if not soffice:
+        pytest.skip("LibreOffice is not installed: the workbook is not recalculated")
+    from test_excel import recalculate
+
+    recalc = recalculate(soffice, [out], tmp_path / "recalc")[out]
+    got = openpyxl.load_workbook(recalc, data_only=True)[sheet][cell].value
+    assert got == pytest.approx(eng.evaluate(EXAMPLE_CONFIG)["memory_per_gpu_rounded"],
+                                rel=1e-9)
+
+
+# -- installed plugins (entry points) -------------------------------------------------------------
+DIST_NAME, DIST_VERSION = "dlformula-example", "0.1.0"
+ENTRY_POINTS = "[dlformula]\nexample = dlformula_example\n"
+
+
+def test_the_example_distribution_declares_the_entry_point_the_tests_install():
+    text = (EXAMPLE / "pyproject.toml").read_text()
+    assert f'name = "{DIST_NAME}"' in text and f'version = "{DIST_VERSION}"' in text
+    assert '[project.entry-points.dlformula]\nexample = "dlformula_example"' in text
+
+
+def _dist_files(entry_points: str = ENTRY_POINTS) -> dict[str, bytes]:
+    """The files of the example distribution as installed: package plus .dist-info."""
+    files = {f"dlformula_example/{f.relative_to(EXAMPLE_PKG).as_posix()}": f.read_bytes()
+             for f in sorted(EXAMPLE_PKG.rglob("*"))
+             if f.is_file() and "__pycache__" not in f.parts}
+    info = f"dlformula_example-{DIST_VERSION}.dist-info"
+    files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {DIST_NAME}\n"
+                                 f"Version: {DIST_VERSION}\n").encode()
+    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: dlformula-tests\n"
+                              b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    files[f"{info}/entry_points.txt"] = entry_points.encode()
+    return files
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """Install the example distribution in-process: a site folder with its .dist-info on
+    sys.path, found by importlib.metadata like any installed distribution."""
+
+    def install(entry_points: str = ENTRY_POINTS) -> Path:
+        site = tmp_path / "site"
+        for name, data in _dist_files(entry_points).items():
+            (site / name).parent.mkdir(parents=True, exist_ok=True)
+            (site / name).write_bytes(data)
+        monkeypatch.syspath_prepend(str(site))
+        monkeypatch.setenv("DLFORMULA_LOAD_PLUGINS", "example")
+        return site
+
+    yield install
+    for mod in [m for m in sys.modules if m.startswith("dlformula_example")]:
+        del sys.modules[mod]
+
+
+def test_an_installed_plugin_is_seen_by_hardware_eval_explain_and_plugins(run, installed):
+    installed()
+    code, out, _ = run("hardware", "acme-x1")
+    assert code == 0 and "ACME X1" in out
+    code, out, err = run("eval", EXAMPLE_CONFIG, "--only", "memory_per_gpu_rounded")
+    assert code == 0, err
+    assert "memory_per_gpu_rounded" in out
+    code, out, _ = run("explain", "memory_per_gpu_rounded")
+    assert code == 0 and "example.yaml:5" in out
+    code, out, _ = run("plugins", "--format", "json")
+    entry = [e for e in json.loads(out)["plugins"] if e["name"] == "example"][0]
+    assert (entry["kind"], entry["version"]) == ("entry point", DIST_VERSION)
+    assert entry["from"] == f"{DIST_NAME} {DIST_VERSION} (entry point example = dlformula_example)"
+    code, out, _ = run("plugins")
+    assert f"example {DIST_VERSION} (entry point: {entry['from']})" in out.splitlines()
+
+
+def test_installed_plugins_load_only_when_allowed(run, installed, monkeypatch):
+    installed()
+    monkeypatch.setenv("DLFORMULA_LOAD_PLUGINS", "")
+    code, out, _ = run("hardware")
+    assert code == 0 and "acme-x1" not in out
+    monkeypatch.delenv("DLFORMULA_LOAD_PLUGINS")  # unset: every installed plugin
+    code, out, _ = run("hardware")
+    assert code == 0 and "acme-x1" in out
+    monkeypatch.setenv("DLFORMULA_LOAD_PLUGINS", "exmaple")
+    code, _, err = run("hardware")
+    assert code == 1
+    assert err.splitlines()[0].startswith(
+        "error: DLFORMULA_LOAD_PLUGINS names 'exmaple', which is not an installed plugin "
+        "(did you mean 'example'?); installed: ")
+
+
+def test_an_installed_plugin_that_cannot_be_imported_is_named(run, installed):
+    installed("[dlformula]\nexample = dlformula_example_missing\n")
+    code, _, err = run("hardware")
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: plugin 'example' ({DIST_NAME} {DIST_VERSION} (entry point example = "
+        "dlformula_example_missing)) cannot be imported: ModuleNotFoundError: No module named "
+        "'dlformula_example_missing'; fix or uninstall it, or leave it out with "
+        "DLFORMULA_LOAD_PLUGINS"]
+
+
+def _wheel(out_dir: Path) -> Path:
+    """A real wheel of the example distribution (built without a build backend)."""
+    files = _dist_files()
+    info = f"dlformula_example-{DIST_VERSION}.dist-info"
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    path = out_dir / f"dlformula_example-{DIST_VERSION}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_a_pip_installed_plugin_in_a_temporary_environment(tmp_path):
+    """pip installs the example into a fresh virtual environment (which sees this dlformula
+    through --system-site-packages); `dlformula` run there finds it by its entry point."""
+    pytest.importorskip("pip")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
+                    str(venv)], check=True, timeout=120)
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
+                          "--no-index", "--no-deps", "--no-cache-dir", "--quiet",
+                          str(_wheel(tmp_path))], capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DLFORMULA_")}
+    env["DLFORMULA_CACHE_DIR"] = str(tmp_path / "cache")
+
+    def dlformula(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(python), "-m", "dlformula.cli", *args], capture_output=True,
+                              text=True, env=env, timeout=300, cwd=tmp_path)
+
+    res = dlformula("hardware")
+    assert res.returncode == 0, res.stderr
+    assert any(line.startswith("acme-x1 ") for line in res.stdout.splitlines())
+    res = dlformula("eval", EXAMPLE_CONFIG, "--format", "json")
+    assert res.returncode == 0, res.stderr
+    assert "memory_per_gpu_rounded" in json.loads(res.stdout)["quantities"]
+    res = dlformula("explain", "memory_per_gpu_rounded", "--depth", "0")
+    assert res.returncode == 0 and "site-packages" in res.stdout
+
+
+# -- broken plugins: one clear line naming the plugin --------------------------------------------
+def _b(name: str) -> str:
+    return str(BROKEN / name)
+
+
+def _rel(path: Path) -> str:
+    from dlformula.errors import display_path
+
+    return display_path(str(path))
+
+
+@pytest.mark.parametrize("folder, message", [
+    ("import_error",
+     "plugin 'import_error' ({where}): cannot import __init__.py: ModuleNotFoundError: No module "
+     "named 'dlformula_no_such_module'"),
+    ("misspelled_hook",
+     "plugin 'misspelled_hook' ({where}): unknown hook 'formula_foldrs' (did you mean "
+     "'formula_folders'?); hooks: formula_folders, hardware_folders, preset_folders, "
+     "config_keys, functions, register_commands"),
+    ("missing_folder",
+     "plugin 'missing_folder': hardware folder {where}/hardware (from hardware_folders()) does "
+     "not exist; create it or stop returning it"),
+    ("bad_signature",
+     "plugin 'bad_signature' ({where}): hookimpl definition: formula_folders(engine); "
+     "Argument(s) {{'engine'}} are declared in the hookimpl but can not be found in the "
+     "hookspec; see docs/plugins.md for each hook's signature"),
+    ("bad_yaml",
+     "{where}/formulas/broken.yaml:6: YAML syntax error: did not find expected ',' or ']'; "
+     "fix the indentation or quoting on this line (plugin 'bad_yaml')"),
+])
+def test_a_broken_plugin_gives_one_line_naming_it(run, folder, message):
+    code, out, err = run("--plugin", _b(folder), "eval", GPT3, "--brief")
+    assert code == 1 and out == ""
+    assert err.splitlines() == ["error: " + message.format(where=_rel(BROKEN / folder))]
+
+
+def test_broken_hardware_in_a_plugin_names_it(run):
+    code, _, err = run("--plugin", _b("bad_hardware"), "hardware", "broken-x1")
+    assert code == 1
+    where = _rel(BROKEN / "bad_hardware" / "hardware" / "broken-x1.yaml")
+    assert err.splitlines() == [
+        f"error: {where}:3: spec 'hbm_capacity' needs a source: every hardware figure says "
+        "where it comes from (plugin 'bad_hardware')"]
+
+
+def test_two_plugins_defining_one_name_name_both_files(run):
+    code, _, err = run("--plugin", _b("twice_a"), "--plugin", _b("twice_b"), "list")
+    assert code == 1
+    a, b = (_rel(BROKEN / x / "formulas" / "twice.yaml") for x in ("twice_a", "twice_b"))
+    assert err.splitlines() == [
+        f"error: {b}:2: 'doubled_step' is already defined at {a}:2; rename it, or add "
+        "'override: true' to replace the earlier definition (plugin 'twice_b')"]
+
+
+def test_a_missing_plugin_folder_is_a_clear_error(run):
+    code, _, err = run("--plugin", _b("no_such_folder"), "list")
+    assert code == 1
+    assert err.splitlines() == [f"error: --plugin: plugin folder '{_b('no_such_folder')}' does "
+                                "not exist or is not a folder"]
+
+
+def _plugin(tmp_path: Path, name: str, code: str) -> str:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "__init__.py").write_text("from dlformula.hookspecs import Function, hookimpl\n"
+                                        + code)
+    return str(folder)
+
+
+@pytest.mark.parametrize("code, message", [
+    ("@hookimpl\ndef formula_folders():\n    return 'formulas'\n",
+     "plugin 'p': hook formula_folders() must return a list, not str"),
+    ("@hookimpl\ndef functions():\n    raise RuntimeError('boom')\n",
+     "plugin 'p': hook functions() failed: RuntimeError: boom"),
+    ("@hookimpl\ndef functions():\n    return [Function('Max', python=max)]\n",
+     "plugin 'p': function 'Max': a built-in function has this name; choose another"),
+    ("@hookimpl\ndef functions():\n    return [Function('f', python=abs, dims='odd')]\n",
+     "plugin 'p': function 'f': dims must be one of dimensionless, same, first, not 'odd'"),
+    ("@hookimpl\ndef config_keys():\n    return {'width': {'unit': '1'}}\n",
+     "plugin 'p': config key 'width' from config_keys() must be SECTION.KEY, e.g. example.width"),
+    ("import click\n@hookimpl\ndef register_commands(cli):\n"
+     "    cli.add_command(click.Command('eval'))\n",
+     "plugin 'p' adds a command 'eval', which dlformula already has; rename the plugin's "
+     "command"),
+])
+def test_a_hook_returning_the_wrong_thing_names_the_plugin(run, tmp_path, code, message):
+    code_, _, err = run("--plugin", _plugin(tmp_path, "p", code), "list", "step_time")
+    assert code_ == 1
+    assert err.splitlines() == ["error: " + message]
+
+
+def test_config_keys_become_inputs_with_their_checks(tmp_path, run):
+    p = _plugin(tmp_path, "keys", (
+        "@hookimpl\ndef config_keys():\n"
+        "    return {'extra.width': {'unit': 'byte', 'default': 3, 'domain': 'number > 0',\n"
+        "                            'doc': 'A width.'},\n"
+        "            'extra.bad': {'unit': '1', 'domain': 'positive', 'doc': 'Bad.'}}\n"))
+    code, _, err = run("--plugin", p, "list", "width")
+    assert code == 1
+    assert err.splitlines() == [
+        "error: <plugin keys: config_keys()>/extra.yaml:10: bad domain for input 'bad': cannot "
+        "read domain 'positive'; write e.g. 'integer >= 1', 'number > 0', '0 <= number <= 1', "
+        "'number', 'boolean', or give 'choices' (plugin 'keys')"]
+
+
+def test_plugin_paths_are_read_before_the_subcommand():
+    from dlformula.cli_plugins import plugin_paths_from_args
+
+    assert plugin_paths_from_args(["--no-cache", "--plugin", "a", "--plugin=b", "eval", "x",
+                                   "--plugin", "c"]) == ["a", "b"]
+    assert plugin_paths_from_args(["--plugin"]) == []
+
+
+# -- the documentation stays true ---------------------------------------------------------------
+def test_docs_describe_every_hook_and_show_the_tested_example():
+    from dlformula.hookspecs import HOOK_NAMES
+
+    text = (ROOT / "docs" / "plugins.md").read_text()
+    missing = [h for h in HOOK_NAMES if f"`{h}(" not in text]
+    assert missing == []
+    for f in ("dlformula_example/__init__.py", "dlformula_example/formulas/example.yaml"):
+        body = (EXAMPLE / f).read_text()
+        assert body in text, f"docs/plugins.md no longer shows {f} as the tests use it"
+    assert (EXAMPLE / "pyproject.toml").read_text() in text

@@ -1,0 +1,306 @@
+"""`dlformula validate`: the run -> config mapping, predictions, errors and the summary."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from dlformula import validate as v
+from dlformula.errors import UsageError
+
+DATA = Path(__file__).resolve().parent / "data" / "validation"
+RUNS = str(DATA / "runs.yaml")
+PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "validation" / "public_runs.yaml"
+
+
+@pytest.fixture(scope="module")
+def report(engine):
+    return v.validate(engine, RUNS)
+
+
+@pytest.fixture
+def run_validate(run):
+    """The CLI with the validate command registered (as cli.py does)."""
+    from dlformula.cli import cli
+    from dlformula.cli_validate import validate
+
+    if "validate" not in cli.commands:
+        cli.add_command(validate)
+    return run
+
+
+def by_id(report):
+    return {r["id"]: r for r in report["rows"]}
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+def test_json_shape(report):
+    rows = by_id(report)
+    assert list(rows) == ["megatron_gpt_22b_a100", "titan_llama_8b_h100_96gb",
+                          "layer_22b_no_recompute", "tpu_v4_run"]
+    for r in report["rows"]:
+        if "skipped" in r:
+            assert set(r) == {"id", "skipped"}
+            continue
+        assert set(r) >= {"id", "predicted", "target", "rel_error"}
+        assert set(r["predicted"]) == set(r["target"]) == set(r["rel_error"])
+    assert set(rows["titan_llama_8b_h100_96gb"]["target"]) == {"step_time_s", "memory_gib_peak"}
+    assert set(rows["layer_22b_no_recompute"]["target"]) == {"layer_fwd_bwd_ms"}
+    summary = report["summary"]
+    for key in ("step_time_s", "memory_gib_peak", "layer_fwd_bwd_ms"):
+        assert {"n", "median_abs", "p90_abs", "max_abs"} <= set(summary[key])
+    assert summary["step_time_s"]["n"] == 2
+    assert summary["skipped"] == 1
+
+
+def test_json_text_round_trips(report):
+    assert json.loads(v.to_json(report)) == json.loads(json.dumps(report))
+
+
+def test_skipped_row_gives_the_reason(report):
+    reason = by_id(report)["tpu_v4_run"]["skipped"]
+    assert reason == ("no hardware node for GPU 'TPU v4'; add hardware.node to the row "
+                      "(dlformula hardware lists them)")
+
+
+def test_predictions_equal_engine_evaluate(engine, report):
+    for r in report["rows"]:
+        if "skipped" in r:
+            continue
+        result = engine.evaluate(None, r["config"])
+        expect = {"step_time_s": result["step_time"],
+                  "memory_gib_peak": result["memory_per_gpu"] / 2**30,
+                  "layer_fwd_bwd_ms": result["layer_microbatch_time"] * 1e3}
+        for key, value in r["predicted"].items():
+            assert value == pytest.approx(expect[key], rel=1e-12)
+            assert r["rel_error"][key] == pytest.approx(
+                (value - r["target"][key]) / r["target"][key], rel=1e-12)
+
+
+def test_targets_are_read_not_predicted(report):
+    rows = by_id(report)
+    assert rows["megatron_gpt_22b_a100"]["target"] == {"step_time_s": 2.5}
+    assert rows["titan_llama_8b_h100_96gb"]["target"] == {"step_time_s": 2.8,
+                                                          "memory_gib_peak": 80.0}
+    # nothing the row measured reaches the config
+    for r in report["rows"]:
+        for item in r.get("config", []):
+            assert not item.startswith("training.achieved_flops_per_gpu")
+
+
+# -- summary statistics -------------------------------------------------------------------------
+
+def test_percentile_interpolates_between_ranks():
+    values = [0.5, 0.1, 0.4, 0.2, 0.3]
+    assert v.percentile(values, 50) == pytest.approx(0.3)
+    assert v.percentile(values, 90) == pytest.approx(0.46)  # rank 3.6: 0.4 + 0.6 * 0.1
+    assert v.percentile([0.7], 90) == 0.7
+    assert math.isnan(v.percentile([], 50))
+
+
+def test_summary_statistics():
+    errors = [0.10, -0.20, 0.05, -0.40, 0.00, 0.30]
+    rows = [{"id": f"r{i}", "rel_error": {"step_time_s": e}} for i, e in enumerate(errors)]
+    rows.append({"id": "skip", "skipped": "reason"})
+    s = v.summarize(rows, worst=2)
+    step = s["step_time_s"]
+    assert step["n"] == 6
+    assert step["median_abs"] == pytest.approx(0.15)  # 0, .05, .1, .2, .3, .4
+    assert step["p90_abs"] == pytest.approx(0.35)  # rank 4.5
+    assert step["max_abs"] == pytest.approx(0.40)
+    assert step["mean_abs"] == pytest.approx(sum(abs(e) for e in errors) / 6)
+    assert step["median_signed"] == pytest.approx(0.025)
+    assert step["worst"] == [{"id": "r3", "rel_error": -0.40}, {"id": "r5", "rel_error": 0.30}]
+    assert "memory_gib_peak" not in s
+    assert s["skipped"] == 1
+
+
+def test_summary_matches_the_rows(report):
+    errs = [abs(r["rel_error"]["step_time_s"]) for r in report["rows"]
+            if "step_time_s" in r.get("rel_error", {})]
+    s = report["summary"]["step_time_s"]
+    assert s["max_abs"] == max(errs)
+    assert s["median_abs"] == pytest.approx(sum(errs) / 2)
+
+
+# -- the mapping --------------------------------------------------------------------------------
+
+def config_of(report, rid):
+    return dict(item.split("=", 1) for item in by_id(report)[rid]["config"])
+
+
+def test_mapping_of_a_megatron_row(report):
+    c = config_of(report, "megatron_gpt_22b_a100")
+    assert c["hardware.node"] == "a100-sxm4-80gb"
+    assert (c["parallelism.tp"], c["parallelism.pp"], c["parallelism.dp"]) == ("8", "2", "1")
+    assert c["model.glu"] == "false" and c["model.norm"] == "layernorm"
+    assert c["model.position_embedding"] == "learned"
+    assert c["training.recompute"] == "selective"
+    assert c["training.precision"] == "fp16" and c["training.grad_bytes"] == "2"
+    # published before FlashAttention: unfused attention, dropout, no DP overlap
+    assert c["training.flash_attention"] == "false"
+    assert c["training.dropout"] == "true"
+    assert c["parallelism.overlap_grad_reduce"] == "false"
+
+
+def test_mapping_defaults_are_recorded(report):
+    r = by_id(report)["titan_llama_8b_h100_96gb"]
+    c = config_of(report, "titan_llama_8b_h100_96gb")
+    assert "training.recompute" not in c  # 'unknown' leaves the model's default
+    assert "recompute unknown: the model's default" in r["assumptions"]
+    assert c["model.glu"] == "true" and c["model.kv_heads"] == "8"
+    assert c["parallelism.zero"] == "3"
+    assert c["hardware.node"] == "h100-sxm"
+    assert c["hardware.hbm_capacity"] == "96 GiB"
+    assert c["hardware.hbm_bandwidth"] == "2.4 TB/s"
+    assert c["hardware.tdp"] == "500 W"
+    assert c["training.flash_attention"] == "true"
+    layer = by_id(report)["layer_22b_no_recompute"]
+    assert "global batch not given: one micro-batch per replica (4)" in layer["assumptions"]
+
+
+def _row(**sections):
+    base = {"id": "x", "model": {"layers": 126, "hidden": 1024, "heads": 8, "ffn_hidden": 4096,
+                                 "vocab": 1000, "seq_len": 1024},
+            "hardware": {"gpu": "H100-SXM5-80GB", "count": 64},
+            "parallel": {"tp": 1, "pp": 8, "dp": 8}, "batch": {"global_batch_sequences": 256,
+                                                             "micro_batch": 32},
+            "precision": "bf16", "target": {"step_time_s": 1.0}}
+    for k, val in sections.items():
+        base[k] = {**base[k], **val} if isinstance(base.get(k), dict) else val
+    import yaml
+
+    from dlformula.yamlfile import load_yaml
+
+    return v._Row(load_yaml(yaml.safe_dump([base]), "t.yaml", UsageError).value[0], "t.yaml",
+                  [])
+
+
+def _map(engine, row):
+    known = {d.config for d in engine.model.inputs.values() if d.config}
+    ids = engine.catalog.node_ids()
+    return v.map_row(row, known, ids, v._hbm_specs(engine.catalog, ids))
+
+
+def test_uneven_stages_and_local_batch(engine):
+    m = _map(engine, _row())
+    c = dict(item.split("=", 1) for item in m.sets)
+    # 126 layers over 8 stages: 16 on each middle stage, 15 on the first and the last
+    assert (c["parallelism.first_stage_layers"], c["parallelism.last_stage_layers"]) == ("15",
+                                                                                         "15")
+    # micro_batch 32 = the whole local batch: split into pp micro-batches
+    assert c["training.micro_batch"] == "4"
+    assert any("whole local batch" in a for a in m.assumptions)
+
+
+def test_interleaved_uneven_stages_are_skipped(engine):
+    with pytest.raises(v.Skip, match="126 layers do not split evenly over pp x vpp = 8 x 2"):
+        _map(engine, _row(parallel={"pp_schedule": "interleaved_1f1b"}))
+
+
+def test_unknown_precision_is_skipped(engine):
+    with pytest.raises(v.Skip, match="precision 'int4' is not one of"):
+        _map(engine, _row(precision="int4", parallel={"pp": 1, "dp": 64}))
+
+
+def test_moe_rows_map_to_the_plugin_keys(engine):
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    r = v.validate(engine, str(DATA / "moe.yaml"))["rows"][0]
+    c = dict(item.split("=", 1) for item in r["config"])
+    assert (c["moe.experts"], c["moe.top_k"], c["parallelism.ep"]) == ("8", "2", "8")
+
+
+def test_moe_rows_without_the_plugin_are_skipped():
+    from dlformula.core import Engine
+    from dlformula.resources import builtin_folders
+
+    core_only = Engine(folders=builtin_folders())
+    r = v.validate(core_only, str(DATA / "moe.yaml"))["rows"][0]
+    assert r == {"id": "mixtral_like_moe", "skipped": "MoE needs the moe plugin"}
+
+
+@pytest.mark.parametrize("gpu, node", [
+    ("A100-SXM4-80GB", "a100-sxm4-80gb"), ("A100-40GB", "a100-sxm4-40gb"),
+    ("H100-SXM5-80GB (DGX H100)", "h100-sxm"), ("H100 PCIe", "h100-pcie"),
+    ("NVIDIA H200", "h200"), ("GB200 NVL72", "gb200-nvl72"), ("B200", "b200"),
+    ("MI300X", "mi300x"), ("TPU v4", None)])
+def test_gpu_names(engine, gpu, node):
+    assert v._node_for(gpu, engine.catalog.node_ids()) == node
+
+
+# -- the command --------------------------------------------------------------------------------
+
+def test_cli_table(run_validate):
+    code, out, err = run_validate("validate", RUNS)
+    assert code == 0, err
+    assert "megatron_gpt_22b_a100" in out
+    assert "skipped (1):" in out and "tpu_v4_run: no hardware node for GPU 'TPU v4'" in out
+    assert "summary of |relative error|:" in out
+    assert "step time (s)        n=2" in out
+
+
+def test_cli_json_and_only(run_validate, engine):
+    code, out, err = run_validate("validate", RUNS, "--format", "json", "--only", "titan*")
+    assert code == 0, err
+    data = json.loads(out)
+    assert [r["id"] for r in data["rows"]] == ["titan_llama_8b_h100_96gb"]
+    assert data["summary"]["step_time_s"]["n"] == 1
+    assert data == json.loads(v.to_json(v.validate(engine, RUNS, "titan*")))
+
+
+def test_cli_only_matching_nothing(run_validate):
+    code, out, err = run_validate("validate", RUNS, "--only", "nothing-like-this")
+    assert code == 2
+    assert err == ("error: --only 'nothing-like-this' matches no run id in "
+                   f"{v.display_path(RUNS)}\n")
+
+
+def test_cli_missing_file(run_validate):
+    code, out, err = run_validate("validate", "no/such/runs.yaml")
+    assert code == 2
+    assert err.startswith("error: runs file 'no/such/runs.yaml' does not exist")
+
+
+def test_malformed_yaml_names_file_and_line(run_validate):
+    code, out, err = run_validate("validate", str(DATA / "bad_yaml.yaml"))
+    assert code == 2
+    assert err == (f"error: {v.display_path(str(DATA / 'bad_yaml.yaml'))}:4: YAML syntax "
+                   "error: did not find expected key; fix the indentation or quoting on this "
+                   "line\n")
+
+
+def test_malformed_fields_all_reported_with_lines(run_validate):
+    path = v.display_path(str(DATA / "bad_fields.yaml"))
+    code, out, err = run_validate("validate", str(DATA / "bad_fields.yaml"))
+    assert code == 2
+    assert err.splitlines() == [
+        f"error: {path}:3: run 'wrong_types': model.layers = 'many' is not an integer",
+        f"error: {path}:14: run 'wrong_types': parallel.sp = 'maybe' is not true or false",
+        f"error: {path}:19: duplicate run id 'wrong_types' (first on line 1); make ids unique",
+    ]
+
+
+def test_not_a_list(tmp_path, engine):
+    p = tmp_path / "runs.yaml"
+    p.write_text("model: {layers: 2}\n")
+    with pytest.raises(UsageError, match="a runs file is a YAML list of runs"):
+        v.validate(engine, str(p))
+
+
+# -- the public set -----------------------------------------------------------------------------
+
+@pytest.mark.skipif(not PUBLIC.exists(), reason="../shared/validation is not checked out")
+def test_public_runs_are_all_accounted_for(engine):
+    import yaml
+
+    report = v.validate(engine, str(PUBLIC))
+    assert len(report["rows"]) == len(yaml.safe_load(PUBLIC.read_text()))
+    for r in report["rows"]:
+        assert "skipped" in r or r["predicted"]
+        for value in r.get("predicted", {}).values():
+            assert math.isfinite(value) and value > 0
