@@ -92,7 +92,8 @@ def test_bubble_fraction(engine, pp, vpp, gb):
     (0, lambda n: 2 + 4 + 4 + 8), (1, lambda n: 2 + 4 + 12 / n), (2, lambda n: 2 + 16 / n),
     (3, lambda n: 18 / n)])
 def test_zero_stages(engine, zero, bytes_per_param):
-    r = engine.evaluate(GPT3, [f"parallelism.zero={zero}"])
+    r = engine.evaluate(GPT3, [f"parallelism.zero={zero}", "parallelism.pp=1",
+                               "parallelism.dp=128"])
     n = r["dp"] * r["cp"]
     assert r["states_memory"] == pytest.approx(r["params_per_gpu"] * bytes_per_param(n))
 
@@ -212,3 +213,11 @@ def test_unfused_attention_moves_the_score_matrix(engine):
     r = engine.evaluate(GPT3, ["training.flash_attention=false"])
     scores = 1 * 96 / 8 * 2048 * 2048  # b * a/t * s * s
     assert r["sl_softmax_bytes_fwd"] == 2 * 2 * scores  # read and write, 2 bytes each
+
+
+def test_zero3_with_pipeline_keeps_stage_weights_gathered(engine):
+    r = engine.evaluate(GPT3, ["parallelism.zero=3"])  # pp = 8
+    p, n = r["params_per_gpu"], r["dp"] * r["cp"]
+    assert r["weight_memory"] == pytest.approx(2 * p)
+    assert r["grad_memory"] == pytest.approx(4 * p / n + 2 * p)
+    assert r["zero3_working_memory"] == pytest.approx(2 * r["params_per_layer"] / 8 * (2 + 4))
