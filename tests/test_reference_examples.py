@@ -1,0 +1,32 @@
+"""The 002 compute/bandwidth model's two examples, shipped as configs (needs the MoE plugin)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import EXAMPLES
+
+
+def test_moe_2_9t_model_independent_figures(engine):
+    r = engine.evaluate(str(EXAMPLES / "moe-2.9t.yaml"))
+    # Its "parameters" are the expert MLP matrices: 120 x 16 x 2 x 12288 x 61440 = 2.90e12.
+    assert r["routed_expert_params"] == pytest.approx(2.90e12, rel=0.01)
+    assert r["tokens"] == pytest.approx(5.80e13, rel=0.01)
+    # FLOP per batch = 6 x active (expert) parameters x tokens per batch = 1.37e20.
+    active_experts = r["routed_expert_params"] * r["top_k"] / r["experts"]
+    assert 6 * active_experts * r["tokens_per_step"] == pytest.approx(1.37e20, rel=0.01)
+    # Our own count adds attention, embeddings and the LM head, so it is higher.
+    assert r["flops_per_step"] > 1.37e20
+
+
+def test_gpt4_like_runtime_at_the_stated_rate(engine):
+    r = engine.evaluate(str(EXAMPLES / "gpt4-like-moe.yaml"))
+    assert r["achieved_flops_per_gpu_given"] == 156e12
+    # Our FLOP count for its model is within 2% of its stated 2.460e25 ...
+    assert r["total_training_flops"] == pytest.approx(2.460e25, rel=0.02)
+    # ... and the runtime is that count at 156 TFLOP/s on 15,360 GPUs: at its own FLOP count
+    # the same formula gives its 118.8 days.
+    assert r["training_days"] * 2.460e25 / r["total_training_flops"] == pytest.approx(118.8,
+                                                                                     rel=0.001)
+    assert r["forward_flops_total"] + r["backward_flops_total"] == pytest.approx(
+        r["total_training_flops"])
