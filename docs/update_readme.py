@@ -27,7 +27,10 @@ def run(command: str) -> str:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         main(shlex.split(command)[1:])
-    return out.getvalue() + err.getvalue()
+    # Built-in data files are shown where they are installed; the README shows them as in a
+    # checkout, so the session reads the same from an editable or a regular install.
+    return re.sub(r"\S*?/dlformula/(formulas|hardware|presets)/", r"\1/",
+                  out.getvalue() + err.getvalue())
 
 
 def render(text: str) -> str:

@@ -53,6 +53,7 @@ def explain(engine: Engine, name: str, result: Result | None = None, depth: int 
                          f"{did_you_mean(name, fs.names())}; `dlformula list` shows them all")
     lines: list[str] = []
     seen: set[str] = set()
+    origins = {s.path: s.origin for s in fs.sources}
     values = result.values if result else {}
     # What a reader sees substituted: choice labels and true/false rather than their codes.
     shown_values: dict[str, Any] = dict(values)
@@ -96,8 +97,10 @@ def explain(engine: Engine, name: str, result: Result | None = None, depth: int 
         lines.append(f"{pad}source: {q.source}")
         lines.append(f"{pad}defined at {display_path(q.path)}:{q.line}  [{q.unit}]")
         for old in fs.overridden.get(n, []):
-            lines.append(f"{pad}overrides {display_path(old.path)}:{old.line} "
-                         f"(was: {getattr(old, 'expr', '')})")
+            by = origins.get(q.path, "")
+            who = f"overridden by plugin '{by}'" if by and by != "dlformula" else "overrides"
+            lines.append(f"{pad}{who}, was {display_path(old.path)}:{old.line}: "
+                         f"{' '.join(getattr(old, 'expr', '').split())}")
         if result is not None:
             lines.append(f"{pad}= {_substituted(q.expr, shown_values)}")
             lines.append(f"{pad}= {_value_text(values[n], q.unit)}")

@@ -277,11 +277,11 @@ def test_overrides_are_shown_by_explain_and_plugins(run):
     lines = out.splitlines()
     assert lines[0] == "params_active = params_total - inactive_expert_params"
     # the override line names what it replaced (its wording is explain's)
-    assert any("formulas/model.yaml:" in line and "params_total" in line and "was" in line
-               for line in lines[1:]), out
+    assert any(line.strip().startswith("overridden by plugin 'moe', was ")
+               and "model.yaml:" in line and "params_total" in line for line in lines[1:]), out
     code, out, _ = run("plugins")
     assert code == 0
-    assert any(line.startswith("  overrides params_active (was formulas/model.yaml:")
+    assert any(line.startswith("  overrides params_active (was ") and "model.yaml:" in line
                for line in out.splitlines()), out
 
 
