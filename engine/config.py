@@ -16,7 +16,7 @@ from .errors import DlfError, UsageError, did_you_mean, display_path, raise_all
 from .model import CompiledModel
 from .resources import Catalog, Node, Preset
 from .units import UnitSyntaxError, parse_unit
-from .yamlfile import Located, load_yaml
+from .yamlfile import Located, load_yaml, read_user_yaml
 
 SPECIAL_KEYS = {
     "model.preset": "a model preset id (dlformula presets)",
@@ -80,16 +80,8 @@ def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Located]:
 
 def read_config_file(path: str) -> dict[str, Located]:
     """Flatten a config file into dotted keys with lines."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise UsageError(f"config file '{path}' does not exist; give the path to a YAML "
-                         "config (see examples/)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read config file '{path}': {exc}") from None
+    root = read_user_yaml(path, "config file", "give the path to a YAML config (see examples/)")
     dpath = display_path(path)
-    root = load_yaml(text, dpath, UsageError)
     if root.value is None or root.value == {}:
         raise UsageError("the config is empty; see examples/gpt3-175b.yaml for the sections",
                          dpath, 1)

@@ -19,7 +19,7 @@ import re
 from typing import Any, NamedTuple
 
 from .errors import DlfError, UsageError, display_path, raise_all
-from .yamlfile import Located, load_yaml
+from .yamlfile import Located, read_user_yaml
 
 # target key -> (quantity, factor from the quantity's SI unit to the target's unit, label)
 TARGETS: dict[str, tuple[str, float, str]] = {
@@ -114,15 +114,8 @@ def load_runs(path: str, errors: list[DlfError] | None = None) -> list[Located]:
     `errors` when given (the caller raises them with its own), else raised here.
     """
     dpath = display_path(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise UsageError(f"runs file '{path}' does not exist; give a YAML list of runs such as "
-                         "../shared/validation/public_runs.yaml") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read runs file '{path}': {exc}") from None
-    root = load_yaml(text, dpath, UsageError)
+    root = read_user_yaml(path, "runs file", "give a YAML list of runs such as "
+                          "../shared/validation/public_runs.yaml")
     rows = root.value
     if isinstance(rows, dict) and "runs" in rows:  # {runs: [...]} is accepted too
         rows = rows["runs"].value

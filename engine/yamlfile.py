@@ -120,3 +120,18 @@ def check_keys(
             errors.append(error(
                 f"unknown field '{key}' in {what}{did_you_mean(key, allowed)}; "
                 f"allowed fields: {known}", path, item.line))
+
+
+def read_user_yaml(path: str, what: str, hint: str) -> Located:
+    """Read a YAML file the user names (a config, a runs file): a missing or unreadable file,
+    or bad YAML, is a one-line UsageError; `hint` says what to give instead."""
+    from .errors import UsageError, display_path
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        raise UsageError(f"{what} '{path}' does not exist; {hint}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {what} '{path}': {exc}") from None
+    return load_yaml(text, display_path(path), UsageError)
