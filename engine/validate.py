@@ -429,6 +429,12 @@ class _Mapper:
             zero = 1
             notes.append("zero not given: 1 (distributed optimizer)")
         sets["parallelism.zero"] = zero
+        said = f"{row.text('source') or ''} {row.text('notes') or ''}".lower()
+        if zero >= 3 and "deepspeed" in said and row.get("parallel.dp_node_nics") is None:
+            # DeepSpeed's ZeRO-3 of 2021 gathered parameters module by module and reached one
+            # NIC's rate per GPU (docs/validation.md), not a node's aggregate NIC bandwidth.
+            self.set_known("parallelism.dp_node_nics", False,
+                           "DeepSpeed ZeRO-3: collectives at each rank's own NIC rate")
 
         vpp_item = row.get("parallel.vpp")
         schedule = (row.text("parallel.pp_schedule") or "").lower()
