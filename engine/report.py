@@ -179,7 +179,8 @@ def hardware_table(catalog: Any) -> str:
     cols = [("peak_flops_bf16", "BF16 TFLOP/s", 1e12), ("peak_flops_fp8", "FP8 TFLOP/s", 1e12),
             ("hbm_capacity", "HBM GiB", 2.0**30), ("hbm_bandwidth", "HBM TB/s", 1e12),
             ("scaleup_bandwidth", "scale-up GB/s", 1e9), ("scaleup_domain", "domain", 1),
-            ("scaleout_bandwidth", "net GB/s", 1e9), ("price_per_gpu_hour", "USD/h", 1)]
+            ("scaleout_bandwidth", "net GB/s", 1e9),
+            ("price_per_gpu_hour", "USD/h", 1 / 3600)]
     lines = [f"{'node':<18}" + "".join(f"{title:>14}" for _, title, _ in cols) + "  name"]
     for node_id in catalog.node_ids():
         node = catalog.node(node_id)

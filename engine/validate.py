@@ -228,6 +228,12 @@ def _node_for(gpu: str, node_ids: list[str]) -> str | None:
     return None
 
 
+# Words in a run's source, notes or architecture that name a stack whose attention kernel is
+# Hopper-native (Transformer Engine's cuDNN fused attention, FlashAttention-3).
+FA3_WORDS = ("nemo", "transformer engine", "megatron-core", "cudnn", "flashattention-3",
+             "flash-attention-3", "flash attention 3")
+
+
 def _flash_attention(source: str, arch: str) -> tuple[bool, str | None]:
     """Fused attention on or off, from what the row says or when it was published."""
     low = arch.lower()
@@ -488,6 +494,14 @@ class _Mapper:
             notes.append("fp32 run modelled as tf32 tensor cores")
         flash, era = _flash_attention(row.text("source") or "", self.arch)
         sets["training.flash_attention"] = flash
+        said = f"{row.text('source') or ''} {row.text('notes') or ''} {self.arch}".lower()
+        if flash and row.get("training.attention_kernel") is None \
+                and any(word in said for word in FA3_WORDS):
+            # NeMo and Megatron-Core run attention through Transformer Engine, which picks
+            # cuDNN's fused attention on Hopper; FlashAttention-3 is the same kernel class.
+            self.set_known("training.attention_kernel", "fa3",
+                           "attention through Transformer Engine (cuDNN fused attention, "
+                           "FlashAttention-3 class)")
         if era:
             # Published before FlashAttention: the Megatron-LM of 2021-22 (Narayanan et al.
             # 2021, Korthikanti et al. 2022) ran dropout 0.1, whose masks Korthikanti's

@@ -77,6 +77,9 @@ def test_list_graph_hardware_presets(run):
     assert code == 0 and '"act_per_layer" -> "act_memory";' in out
     code, out, _ = run("hardware")
     assert code == 0 and all(n in out for n in ["a100-sxm4-80gb", "h100-sxm", "h200", "mi300x"])
+    # Each figure in the file's own unit: the A100's price is 2.79 USD per GPU-hour.
+    a100 = next(line.split() for line in out.splitlines() if line.startswith("a100-sxm4-80gb "))
+    assert a100[1:4] == ["312", "0", "80"] and a100[8] == "2.79"
     code, out, _ = run("hardware", "h100-sxm")
     assert code == 0 and "source:" in out and "hbm_capacity" in out
     code, out, _ = run("presets")
