@@ -3,8 +3,8 @@
 The efficiency figures in hardware/<node>.yaml and the overlap efficiency say "fit over the
 public runs"; this is the procedure. Every run of the runs file that `dlformula validate` can
 predict, on the nodes named by --node (all nodes when omitted), is evaluated at every point of
-the grid; the objective is the mean over runs of |log(predicted / target)| step time, clipped
-at 0.5 so that no single run drags a figure. One value per figure serves every selected run:
+the grid; the objective is the mean over runs of |log(predicted / target)| of the step time
+(or of --target), clipped at 0.5 so that no single run drags a figure. One value per figure serves every selected run:
 nothing is fitted per run or per source.
 
     python bench/fit_efficiency.py --node h100-sxm \\
@@ -13,6 +13,8 @@ nothing is fitted per run or per source.
         --grid hardware.attention_efficiency=0.15:0.3:0.05 \\
         --tie hardware.attention_efficiency_fa3=1.75*hardware.attention_efficiency
     python bench/fit_efficiency.py --grid parallelism.overlap_efficiency=0.3:1:0.1
+    python bench/fit_efficiency.py --target memory_gib_peak \
+        --grid training.allocator_overhead=0:0.3:0.01
 
 RUNS defaults to ../shared/validation/public_runs.yaml.
 """
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--node", action="append", default=[], help="only runs on this node")
     ap.add_argument("--grid", action="append", default=[], help="KEY=LO:HI:STEP or KEY=A,B,C")
     ap.add_argument("--tie", action="append", default=[], help="KEY=FACTOR*OTHER_KEY")
+    ap.add_argument("--target", default="step_time_s",
+                    choices=["step_time_s", "memory_gib_peak", "layer_fwd_bwd_ms"])
     ap.add_argument("--top", type=int, default=8)
     args = ap.parse_args(argv)
 
@@ -63,13 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     report = validate(engine, args.runs)
     runs = []
     for row in report["rows"]:
-        if "step_time_s" not in row.get("target", {}):
+        if args.target not in row.get("target", {}):
             continue
         node = next(s.split("=", 1)[1] for s in row["config"] if s.startswith("hardware.node="))
         if not args.node or node in args.node:
-            runs.append((row["config"], row["target"]["step_time_s"]))
+            runs.append((row["config"], row["target"][args.target]))
     if not runs:
-        print("no runs with a step-time target on those nodes", file=sys.stderr)
+        print(f"no runs with a {args.target} target on those nodes", file=sys.stderr)
         return 1
     axes = [grid_values(g) for g in args.grid]
     ties = [tie(t) for t in args.tie]
@@ -81,13 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         extra = [f"{k}={v}" for k, v in sets.items()]
         logs, errors = [], []
         for config, target in runs:
-            got = predict(engine, config + extra)["step_time_s"]
+            got = predict(engine, config + extra)[args.target]
             logs.append(min(abs(math.log(got / target)), CLIP))
             errors.append(abs(got - target) / target)
         results.append((sum(logs) / len(logs), percentile(errors, 50), percentile(errors, 90),
                         sets))
     results.sort(key=lambda r: r[0])
-    print(f"{len(runs)} runs; objective = mean |log(predicted/target)| clipped at {CLIP}")
+    print(f"{len(runs)} runs with {args.target}; objective = mean |log(predicted/target)| "
+          f"clipped at {CLIP}")
     for objective, median, p90, sets in results[:args.top]:
         point = "  ".join(f"{k.split('.')[-1]}={v:g}" for k, v in sets.items())
         print(f"objective {objective:.4f}  median {median:6.1%}  p90 {p90:6.1%}  {point}")

@@ -481,7 +481,12 @@ class _Mapper:
     def training(self) -> None:
         row, sets, notes = self.row, self.sets, self.notes
         recompute = (row.text("parallel.recompute") or "unknown").lower()
-        if recompute in RECOMPUTE:
+        if recompute == "selective" and "torchtitan" in (row.text("source") or "").lower():
+            # torchtitan's selective checkpointing is per-op (its Llama 3 configs set
+            # selective_ac_option = 'op'), not Megatron-LM's attention-only recompute.
+            sets["training.recompute"] = "op"
+            notes.append("torchtitan selective checkpointing: per-op policy (recompute = op)")
+        elif recompute in RECOMPUTE:
             sets["training.recompute"] = recompute
         else:
             notes.append(f"recompute {recompute}: the model's default")

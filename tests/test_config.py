@@ -45,8 +45,9 @@ def test_bad_types(run):
         "(Megatron column/row split of every GEMM))",
         f"error: {p}:4: training.micro_batch = 0: must be integer >= 1 (Sequences per "
         "micro-batch on one pipeline)",
-        f"error: {p}:4: training.recompute = 'sometimes': must be one of none, selective, full "
-        "(Activation recomputation: none, selective (attention core only) or full (every layer))",
+        f"error: {p}:4: training.recompute = 'sometimes': must be one of none, selective, full, "
+        "op (Activation recomputation: none, selective (attention core only), full (every "
+        "layer) or op (torchtitan's per-op policy: every other matmul recomputed))",
     ]
 
 
