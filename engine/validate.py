@@ -79,6 +79,7 @@ MOE_FIELDS: dict[str, tuple[str, ...]] = {
                                "dense_layers"),
     "moe.moe_every": ("moe_every", "moe_layer_freq", "moe_frequency"),
     "moe.capacity_factor": ("capacity_factor", "moe_capacity_factor"),
+    "moe.max_nodes_per_token": ("max_nodes_per_token", "node_limit", "topk_group"),
 }
 # Row fields read explicitly below; any other `model` field is passed through when a loaded
 # formula reads `model.<field>` (or `mla.<field>`), and otherwise listed as ignored.

@@ -218,6 +218,29 @@ def test_all_to_all_inside_the_node_is_faster_than_across_nodes(engine):
     assert across["ep_a2a_time"] > 3 * inside["ep_a2a_time"]
 
 
+def test_node_limited_routing_sends_one_network_copy_per_node(engine):
+    # top-2 over 16 ranks on two nodes; with at most one node per token, a token crosses the
+    # network once however many of its experts sit there
+    sets = ["parallelism.etp=2", "training.seq_len=65536"]
+    free = engine.evaluate(MIXTRAL, sets)
+    limited = engine.evaluate(MIXTRAL, sets + ["moe.max_nodes_per_token=1"])
+    assert free["ep_network_copies_share"] == 1 and limited["ep_network_copies_share"] == 0.5
+    network = free["ep_inter_share"] * free["ep_dispatch_bytes"] / (
+        free["collective_efficiency"] * free["scaleout_bandwidth"])
+    assert free["ep_a2a_time"] - limited["ep_a2a_time"] == pytest.approx(network / 2, rel=1e-6)
+
+
+def test_dualpipe_hides_expert_all_to_all_behind_the_paired_chunk(engine):
+    sets = ["parallelism.etp=2"]  # 4 stages, all-to-all across two nodes
+    plain = engine.evaluate(MIXTRAL, sets)
+    dual = engine.evaluate(MIXTRAL, sets + ["parallelism.schedule=dualpipe"])
+    comm, window = dual["ep_comm_per_moe_layer"], (dual["layer_forward_time"]
+                                                    + dual["layer_backward_time"])
+    hidden = max(0, comm - window) + (1 - dual["overlap_efficiency"]) * min(comm, window)
+    assert dual["ep_comm_exposed_per_layer"] == pytest.approx(dual["moe_layer_share"] * hidden)
+    assert dual["ep_comm_exposed_per_layer"] < plain["ep_comm_exposed_per_layer"]
+
+
 def test_capacity_factor_caps_the_load_imbalance(engine):
     r = engine.evaluate(MIXTRAL, ["moe.load_imbalance=1.4"])
     assert r["moe_imbalance_factor"] == 1.4
