@@ -229,7 +229,7 @@ def _gpu_counts(text: str) -> list[int]:
 def _search_report(result: Any, top: int) -> str:
     import numpy as np
 
-    from .sweep import Table
+    from .table import Table
 
     config = result.config
     what = []
@@ -281,36 +281,30 @@ def _plot_output(default: str) -> Any:
                         show_default=True, help="Image file (.png, .svg, .pdf).")
 
 
-@plot_cmd.command("memory")
-@click.argument("config", type=click.Path(dir_okay=False))
-@set_option
-@click.option("--vary", metavar="KEY=VALUES",
-              help="One bar per value, e.g. parallelism.tp=1,2,4,8.")
-@_plot_output("memory.png")
-@click.pass_context
-def plot_memory(ctx: click.Context, config: str, sets: tuple[str, ...], vary: str | None,
+def _breakdown_command(name: str, quantity: str, default_output: str, example: str,
+                       doc: str) -> None:
+    """Register `plot NAME`: stacked bars of QUANTITY's parts, one bar per --vary value."""
+
+    @plot_cmd.command(name, help=doc)
+    @click.argument("config", type=click.Path(dir_okay=False))
+    @set_option
+    @click.option("--vary", metavar="KEY=VALUES", help=f"One bar per value, e.g. {example}.")
+    @_plot_output(default_output)
+    @click.pass_context
+    def command(ctx: click.Context, config: str, sets: tuple[str, ...], vary: str | None,
                 output: str) -> None:
-    """Memory per GPU, broken down into its parts (weights, gradients, optimizer, activations)."""
-    from .plot import plot_breakdown
+        from .plot import plot_breakdown
 
-    plot_breakdown(_engine(ctx), config, "memory_per_gpu", output, sets, vary)
-    click.echo(f"wrote {output}", err=True)
+        plot_breakdown(_engine(ctx), config, quantity, output, sets, vary)
+        click.echo(f"wrote {output}", err=True)
 
 
-@plot_cmd.command("time")
-@click.argument("config", type=click.Path(dir_okay=False))
-@set_option
-@click.option("--vary", metavar="KEY=VALUES",
-              help="One bar per value, e.g. parallelism.pp=1,2,4,8.")
-@_plot_output("step_time.png")
-@click.pass_context
-def plot_time(ctx: click.Context, config: str, sets: tuple[str, ...], vary: str | None,
-              output: str) -> None:
-    """Step time, broken down into compute, bubble, exposed communication and optimizer."""
-    from .plot import plot_breakdown
-
-    plot_breakdown(_engine(ctx), config, "step_time", output, sets, vary)
-    click.echo(f"wrote {output}", err=True)
+_breakdown_command("memory", "memory_per_gpu", "memory.png", "parallelism.tp=1,2,4,8",
+                   "Memory per GPU, broken down into its parts (weights, gradients, optimizer, "
+                   "activations).")
+_breakdown_command("time", "step_time", "step_time.png", "parallelism.pp=1,2,4,8",
+                   "Step time, broken down into compute, bubble, exposed communication and "
+                   "optimizer.")
 
 
 @plot_cmd.command("sweep")

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from .errors import UsageError
+from .table import PERCENT_WORDS
 
 _SUM = re.compile(r"^\s*[A-Za-z]\w*(\s*\+\s*[A-Za-z]\w*)+\s*$")
 _SCALES = {"byte": (2.0**30, "GiB"), "s": (1.0, "s"), "FLOP/s": (1e12, "TFLOP/s"),
            "token/s": (1e3, "k token/s"), "USD": (1e6, "M USD"), "day": (1.0, "days")}
-_PERCENT_WORDS = ("mfu", "hfu", "share", "fraction", "used", "efficiency")
 
 
 def pyplot() -> Any:
@@ -34,7 +34,7 @@ def pyplot() -> Any:
 
 def scale_of(name: str, unit: str) -> tuple[float, str]:
     """Divide values by the first number to show them in the unit named second."""
-    if unit == "1" and any(w in name for w in _PERCENT_WORDS):
+    if unit == "1" and any(w in name for w in PERCENT_WORDS):
         return 0.01, "%"
     return _SCALES.get(unit, (1.0, "" if unit == "1" else unit))
 

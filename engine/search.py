@@ -28,12 +28,12 @@ from .sweep import (
     CHUNK_SIZE,
     Evaluator,
     Stats,
-    Table,
     _specs,
     check_key,
     input_by_key,
     value_codes,
 )
+from .table import Table, human_column
 
 DEGREES = ("parallelism.tp", "parallelism.pp", "parallelism.cp", "parallelism.dp")
 # Axis -> how its candidates are found ("divisors:KEY" of a config value, "gpus", "domain",
@@ -364,15 +364,13 @@ def pareto_front(table: Table, objectives: list[tuple[str, bool]]) -> np.ndarray
 
 def recommend(result: SearchResult, values: dict[str, Any]) -> list[str]:
     """The best layout and why, in a few lines a planner can act on."""
-    from .sweep import _human_column
-
     if not len(result):
         return _nothing_fits(result)
     best = result.head(2)
     r = {k: v[0] for k, v in best.columns.items()}
 
     def shown(name: str, i: int = 0) -> str:
-        return _human_column(best.take([i]), name)[0]
+        return human_column(best.take([i]), name)[0]
 
     def layout(i: int) -> str:
         return " ".join(f"{k}={shown(k, i)}" for k in result.layout)
@@ -419,15 +417,13 @@ def _roomier(result: SearchResult) -> list[str]:
     if not len(roomy):
         return ["- every layout that fits uses 90 % of the memory or more: expect allocator "
                 "fragmentation to matter"]
-    from .sweep import _human_column
-
     i = int(roomy[0])
     alt = result.take([i])
     a, b = float(result[result.objective][0]), float(result[result.objective][i])
     gap = abs(b - a) / abs(a) * 100 if a else 0.0
-    layout = " ".join(f"{k}={_human_column(alt, k)[0]}" for k in result.layout)
+    layout = " ".join(f"{k}={human_column(alt, k)[0]}" for k in result.layout)
     return [f"- memory is tight; the best layout under 90 % of HBM is {layout} "
-            f"({_human_column(alt, 'memory_per_gpu')[0]}, {gap:.1f} % "
+            f"({human_column(alt, 'memory_per_gpu')[0]}, {gap:.1f} % "
             f"{'lower' if result.descending else 'higher'} {result.objective}; "
             "--max-memory 0.9 ranks only such layouts)"]
 

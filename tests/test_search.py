@@ -10,7 +10,7 @@ import pytest
 
 from conftest import EXAMPLES
 from dlformula.search import divisors, pareto_front, search
-from dlformula.sweep import Table
+from dlformula.table import Table
 
 LLAMA = str(EXAMPLES / "llama3-70b.yaml")
 SEED = ["training.seq_len=4096", "training.global_batch=1024"]  # 004's 70B / 64-GPU example

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from conftest import EXAMPLES
 from dlformula.errors import UsageError
-from dlformula.sweep import Table, Where, parse_values, sweep
+from dlformula.sweep import Where, parse_values, sweep
+from dlformula.table import Table
 
 LLAMA = str(EXAMPLES / "llama3-70b.yaml")
 
@@ -265,9 +266,9 @@ def test_xlsx(small, tmp_path):
 
 
 def test_xlsx_row_limit(small, tmp_path, monkeypatch):
-    import dlformula.sweep as sweep_module
+    import dlformula.table as table_module
 
-    monkeypatch.setattr(sweep_module, "XLSX_MAX_ROWS", 3)
+    monkeypatch.setattr(table_module, "XLSX_MAX_ROWS", 3)
     with pytest.raises(UsageError) as exc:
         small.write(str(tmp_path / "s.xlsx"))
     assert str(exc.value) == ("more than 3 rows do not fit in an Excel sheet; write .csv or "
@@ -324,7 +325,7 @@ def test_cli_output_file(run, tmp_path):
      "error: --vary 'parallelism.tp': write KEY=VALUES, e.g. --vary parallelism.tp=1,2,4,8 or "
      "training.micro_batch=1..8"),
     (["--vary", "training.recompute=none,ful"],
-     "error: --vary training.recompute=ful: must be one of none, selective, full"),
+     "error: --vary training.recompute=ful: must be one of none, selective, full, op"),
     (["--vary", "parallelism.tp=1", "--vary", "parallelism.tp=2"],
      "error: --vary parallelism.tp: the key is given twice; list all its values once"),
     (["--vary", "hardware.node=h100,b200"],
@@ -375,7 +376,7 @@ def test_progress_bar_only_after_a_second_and_on_a_terminal():
 def test_cli_module_imports_only_click():
     code = ("import sys, dlformula.cli_sweep; "
             "print(sorted(m for m in ('numpy', 'matplotlib', 'sympy', 'dlformula.sweep', "
-            "'dlformula.core') if m in sys.modules))")
+            "'dlformula.table', 'dlformula.core') if m in sys.modules))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert res.stdout.strip() == "[]"
