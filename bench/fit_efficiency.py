@@ -4,8 +4,8 @@ The efficiency figures in hardware/<node>.yaml and the overlap efficiency say "f
 public runs"; this is the procedure. Every run of the runs file that `dlformula validate` can
 predict, on the nodes named by --node (all nodes when omitted), is evaluated at every point of
 the grid; the objective is the mean over runs of |log(predicted / target)| of the step time
-(or of --target), clipped at 0.5 so that no single run drags a figure. One value per figure serves every selected run:
-nothing is fitted per run or per source.
+(or of --target), clipped at 0.5 so that no single run drags a figure. One value per figure
+serves every selected run: nothing is fitted per run or per source.
 
     python bench/fit_efficiency.py --node h100-sxm \\
         --grid hardware.gemm_efficiency=0.5:0.7:0.05 \\
