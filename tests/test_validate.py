@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from dlformula import runmap
 from dlformula import validate as v
 from dlformula.errors import UsageError
 
@@ -176,7 +177,7 @@ def _row(**sections):
 
     from dlformula.yamlfile import load_yaml
 
-    return v._Row(load_yaml(yaml.safe_dump([base]), "t.yaml", UsageError).value[0], "t.yaml",
+    return runmap.Row(load_yaml(yaml.safe_dump([base]), "t.yaml", UsageError).value[0], "t.yaml",
                   [])
 
 
@@ -230,7 +231,7 @@ def test_moe_rows_without_the_plugin_are_skipped():
     ("NVIDIA H200", "h200"), ("GB200 NVL72", "gb200-nvl72"), ("B200", "b200"),
     ("MI300X", "mi300x"), ("TPU v4", None)])
 def test_gpu_names(engine, gpu, node):
-    assert v._node_for(gpu, engine.catalog.node_ids()) == node
+    assert runmap._node_for(gpu, engine.catalog.node_ids()) == node
 
 
 # -- the command --------------------------------------------------------------------------------

@@ -1,0 +1,586 @@
+"""Runs files: reading published training runs and mapping each one to config keys.
+
+A runs file (../shared/validation/public_runs.yaml is the public one) is a YAML list of rows,
+each a published measurement: `model`, `hardware`, `parallel`, `batch`, `precision` and a
+`target` block. `load_runs` reads it (every malformed field reported with its line), `Row`
+gives typed access to one row, and `map_row` turns a row into config keys (`--set` strings) by
+the mapping in docs/validation.md, recording every default it had to pick. A row the model
+cannot express raises `Skip` with the reason.
+
+Nothing here is tuned per row: the mapping reads only what a row states (and documented
+defaults where it is silent), never its `measured`, `derived` or `target` figures.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, NamedTuple
+
+from .errors import DlfError, UsageError, display_path, raise_all
+from .yamlfile import Located, read_user_yaml
+
+# GPU names as sources print them -> hardware node ids. First match wins; a row may instead
+# name a node directly with `hardware.node`.
+GPU_PATTERNS: list[tuple[str, str]] = [
+    (r"gb200", "gb200-nvl72"),
+    (r"b200", "b200"),
+    (r"h200", "h200"),
+    (r"h100.*pcie", "h100-pcie"),
+    (r"h100", "h100-sxm"),
+    (r"h800", "h800-sxm"),
+    (r"a100.*40\s*gb", "a100-sxm4-40gb"),
+    (r"a100", "a100-sxm4-80gb"),
+    (r"a800", "a800-sxm4-80gb"),
+    (r"mi325", "mi325x"),
+    (r"mi300", "mi300x"),
+    (r"mi250", "mi250x"),
+    (r"v5p", "tpu-v5p"),
+    (r"trainium\s*2|trn2", "trainium2"),
+]
+
+# Known variants of a node type, matched on the GPU name after the node: config overrides and
+# why. torchtitan's H100s are a 96 GB HBM2e part at a 500 W limit; its benchmark page gives
+# 2.4 TB/s and says the peak is "between SXM and NVL" without a figure, so the peaks are the
+# midpoint of the two datasheets (SXM 989.4 / NVL 835.5 dense BF16 TFLOP/s, FP8 twice that).
+GPU_VARIANTS: list[tuple[str, dict[str, str], str]] = [
+    (r"h100.*96\s*gb.*hbm2e", {
+        "hardware.hbm_bandwidth": "2.4 TB/s",
+        "hardware.peak_flops_bf16": "912.45 TFLOP/s",
+        "hardware.peak_flops_fp16": "912.45 TFLOP/s",
+        "hardware.peak_flops_fp8": "1824.7 TFLOP/s",
+        "hardware.peak_flops_tf32": "456 TFLOP/s",
+    }, "H100 96GB HBM2e: 2.4 TB/s (torchtitan benchmark page); peaks midway between the H100 "
+       "SXM and NVL datasheets (the page says 'between SXM and NVL')"),
+]
+
+# Config keys a row may never set: they would feed a measurement back into the prediction.
+RESERVED_KEYS = {"training.achieved_flops_per_gpu"}
+
+PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "tf32": "tf32", "fp32": "tf32"}
+RECOMPUTE = ("none", "selective", "full", "op")
+
+# MoE fields a row may carry (in `model` or `moe`) -> the MoE plugin's config keys.
+MOE_FIELDS: dict[str, tuple[str, ...]] = {
+    "moe.experts": ("experts", "num_experts", "n_routed_experts", "moe_experts",
+                    "num_local_experts"),
+    "moe.top_k": ("top_k", "moe_top_k", "experts_per_token", "num_experts_per_tok",
+                  "active_experts"),
+    "moe.expert_ffn_hidden": ("expert_ffn_hidden", "moe_ffn_hidden", "moe_intermediate_size",
+                              "expert_hidden"),
+    "moe.shared_experts": ("shared_experts", "n_shared_experts", "num_shared_experts"),
+    "moe.first_dense_layers": ("first_dense_layers", "first_k_dense_replace",
+                               "dense_layers"),
+    "moe.moe_every": ("moe_every", "moe_layer_freq", "moe_frequency"),
+    "moe.capacity_factor": ("capacity_factor", "moe_capacity_factor"),
+    "moe.max_nodes_per_token": ("max_nodes_per_token", "node_limit", "topk_group"),
+}
+# Row fields read explicitly below; any other `model` field is passed through when a loaded
+# formula reads `model.<field>` (or `mla.<field>`), and otherwise listed as ignored.
+MODEL_FIELDS = {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len",
+                "params_billion", "arch", "head_dim", "glu", "norm", "tied_embeddings",
+                "linear_bias", "position_embedding", "name"}
+# Parallel fields read explicitly; any other `parallel` field whose `parallelism.<field>` a
+# loaded formula reads (cp_comm, tp_comm_overlap, bucket_size, ...) passes through.
+PARALLEL_FIELDS = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "zero", "fsdp",
+                   "recompute", "pp_schedule", "async_tp"}
+# FlashAttention (Dao et al., arXiv:2205.14135, May 2022) reached Megatron-LM and other
+# frameworks after that; runs published before it ran unfused attention.
+FLASH_ARXIV_YYMM = 2206
+FLASH_YEAR = 2023
+
+
+class Skip(Exception):
+    """A row the model cannot express; the message says why."""
+
+
+class Mapped(NamedTuple):
+    sets: list[str]
+    assumptions: list[str]
+
+
+# -- reading a runs file ------------------------------------------------------------------------
+
+def load_runs(path: str, errors: list[DlfError] | None = None) -> list[Located]:
+    """The well-formed rows of a runs file, each a `Located` mapping with an `id`.
+
+    A file that is not a YAML list of runs raises UsageError naming file:line. Malformed runs
+    (no id, a duplicate id, a section that is not a mapping) are left out and reported in
+    `errors` when given (the caller raises them with its own), else raised here.
+    """
+    dpath = display_path(path)
+    root = read_user_yaml(path, "runs file", "give a YAML list of runs such as "
+                          "../shared/validation/public_runs.yaml")
+    rows = root.value
+    if isinstance(rows, dict) and "runs" in rows:  # {runs: [...]} is accepted too
+        rows = rows["runs"].value
+    if not isinstance(rows, list) or not rows:
+        raise UsageError("a runs file is a YAML list of runs (- id: ..., model: ..., "
+                         "hardware: ..., parallel: ..., target: ...)", dpath, root.line)
+    own = errors is None
+    errors = [] if errors is None else errors
+    good: list[Located] = []
+    seen: dict[str, int] = {}
+    for row in rows:
+        if not isinstance(row.value, dict):
+            errors.append(UsageError("each run must be a mapping with an 'id'", dpath, row.line))
+            continue
+        rid = row.value.get("id")
+        if rid is None or not isinstance(rid.value, (str, int)) or rid.value == "":
+            errors.append(UsageError("run has no 'id'; give each run a unique id", dpath,
+                                     row.line))
+            continue
+        if str(rid.value) in seen:
+            errors.append(UsageError(f"duplicate run id '{rid.value}' (first on line "
+                                     f"{seen[str(rid.value)]}); make ids unique", dpath,
+                                     rid.line))
+            continue
+        seen[str(rid.value)] = rid.line
+        bad = False
+        for section in ("model", "hardware", "parallel", "batch", "target", "moe", "mla",
+                        "training"):
+            body = row.value.get(section)
+            if body is not None and body.value is not None and not isinstance(body.value, dict):
+                errors.append(UsageError(f"run '{rid.value}': '{section}' must be a mapping",
+                                         dpath, body.line))
+                bad = True
+        if not bad:
+            good.append(row)
+    if own:
+        raise_all(errors)
+    return good
+
+
+class Row:
+    """Typed access to one row's fields; type errors are collected with their line."""
+
+    def __init__(self, row: Located, path: str, errors: list[DlfError]) -> None:
+        self.row = row
+        self.path = path
+        self.errors = errors
+        self.id = str(row.value["id"].value)
+
+    def get(self, dotted: str) -> Located | None:
+        node: Any = self.row
+        for part in dotted.split("."):
+            if not isinstance(node.value, dict) or part not in node.value:
+                return None
+            node = node.value[part]
+        return None if node.value is None else node
+
+    def section(self, name: str) -> dict[str, Located]:
+        item = self.get(name)
+        return item.value if item is not None and isinstance(item.value, dict) else {}
+
+    def _bad(self, key: str, item: Located, want: str) -> None:
+        self.errors.append(UsageError(f"run '{self.id}': {key} = {item.value!r} is not {want}",
+                                      self.path, item.line))
+
+    def number(self, key: str, integer: bool = False, minimum: float = 0) -> float | int | None:
+        item = self.get(key)
+        if item is None:
+            return None
+        v = item.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+            self._bad(key, item, "an integer" if integer else "a number")
+            return None
+        if integer and v != int(v):
+            self._bad(key, item, "an integer")
+            return None
+        if v < minimum:
+            self._bad(key, item, f"a number >= {minimum}")
+            return None
+        return int(v) if integer else v
+
+    def integer(self, key: str, minimum: int = 0) -> int | None:
+        v = self.number(key, True, minimum)
+        return None if v is None else int(v)
+
+    def flag(self, key: str) -> bool | None:
+        item = self.get(key)
+        if item is None:
+            return None
+        v = item.value
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, str) and v.lower() in ("true", "false", "yes", "no"):
+            return v.lower() in ("true", "yes")
+        self._bad(key, item, "true or false")
+        return None
+
+    def text(self, key: str) -> str | None:
+        item = self.get(key)
+        return None if item is None else str(item.value)
+
+
+# -- the mapping --------------------------------------------------------------------------------
+
+def _node_for(gpu: str, node_ids: list[str]) -> str | None:
+    low = gpu.lower()
+    for pattern, node in GPU_PATTERNS:
+        if re.search(pattern, low) and node in node_ids:
+            return node
+    return None
+
+
+# Words in a run's source, notes or architecture that name a stack whose attention kernel is
+# Hopper-native (Transformer Engine's cuDNN fused attention, FlashAttention-3).
+FA3_WORDS = ("nemo", "transformer engine", "megatron-core", "cudnn", "flashattention-3",
+             "flash-attention-3", "flash attention 3")
+
+
+def _flash_attention(source: str, arch: str) -> tuple[bool, str | None]:
+    """Fused attention on or off, from what the row says or when it was published."""
+    low = arch.lower()
+    if "flash" in low or "fused attention" in low:
+        return True, None
+    m = re.search(r"arxiv[:\s]*(\d{4})\.\d{4,5}", source, re.IGNORECASE)
+    if m:
+        yymm = int(m.group(1))
+        if yymm < FLASH_ARXIV_YYMM:
+            return False, (f"unfused attention: published as arXiv {m.group(1)}, before "
+                           "FlashAttention (2205.14135) reached training frameworks")
+        return True, None
+    m = re.search(r"\b(20[0-9]{2})\b", source)
+    if m and int(m.group(1)) < FLASH_YEAR:
+        return False, f"unfused attention: published in {m.group(1)}, before FlashAttention"
+    return True, None
+
+
+def map_row(row: Row, known: set[str], node_ids: list[str],
+            node_hbm: dict[str, tuple[float, str]]) -> Mapped:
+    """Config keys for one row. Raises Skip when the model cannot express it.
+
+    `known` holds the config keys of the loaded model's inputs (plugins add keys), `node_hbm`
+    each node's HBM capacity spec (value, unit), to tell a 96 GB part from an 80 GB one.
+    """
+    m = _Mapper(row, known)
+    m.model()
+    m.moe()
+    m.hardware(node_ids, node_hbm)
+    m.layout()
+    m.training()
+    m.batch()
+    return Mapped([f"{k}={_fmt(v)}" for k, v in m.sets.items()], m.notes)
+
+
+class _Mapper:
+    """Builds one row's config keys (`sets`) and the defaults it picked (`notes`)."""
+
+    def __init__(self, row: Row, known: set[str]) -> None:
+        self.row = row
+        self.known = known
+        self.sets: dict[str, Any] = {}
+        self.notes: list[str] = []
+        self.arch = (row.text("model.arch") or "").lower()
+
+    def set_known(self, key: str, value: Any, note: str | None = None) -> None:
+        """Set `key` if a loaded formula reads it (plugins add keys)."""
+        if key in self.known:
+            self.sets[key] = value
+            if note:
+                self.notes.append(note)
+
+    def model(self) -> None:
+        row, sets, notes, arch = self.row, self.sets, self.notes, self.arch
+        required = ("layers", "hidden", "heads", "vocab")
+        missing = [k for k in required if row.get(f"model.{k}") is None]
+        if row.get("model.seq_len") is None and row.get("batch.seq_len") is None:
+            missing.append("seq_len")
+        if missing:
+            raise Skip(f"the row does not give model.{', model.'.join(missing)}")
+        for key in required:
+            sets[f"model.{key}"] = row.integer(f"model.{key}", 1)
+        sets["training.seq_len"] = (row.integer("model.seq_len", 1)
+                                    or row.integer("batch.seq_len", 1))
+        if None in (sets["model.hidden"], sets["model.heads"], sets["training.seq_len"]):
+            raise Skip("malformed model fields")  # reported with their lines
+        hidden: int = sets["model.hidden"]
+        sets["model.kv_heads"] = row.integer("model.kv_heads", 1) or sets["model.heads"]
+        ffn = row.integer("model.ffn_hidden", 1)
+        if ffn is None:
+            ffn = 4 * hidden
+            notes.append("ffn_hidden not given: 4 x hidden")
+        sets["model.ffn_hidden"] = ffn
+        if row.get("model.head_dim") is not None:
+            sets["model.head_dim"] = row.integer("model.head_dim", 1)
+        glu = row.flag("model.glu")
+        if glu is None:
+            if re.search(r"swiglu|geglu|glu|llama|mixtral|gated", arch):
+                glu = True
+            elif re.search(r"gelu|relu", arch):
+                glu = False
+            else:
+                glu = ffn != 4 * hidden
+                notes.append(f"MLP {'gated (SwiGLU)' if glu else 'GeLU'}: inferred from "
+                             f"ffn_hidden = {ffn / hidden:g} x hidden")
+        sets["model.glu"] = glu
+        gpt_style = not glu  # GeLU MLPs: GPT-3, MPT, Megatron GPT
+        norm = row.text("model.norm") or (
+            "layernorm" if "layernorm" in arch else "rmsnorm" if "rmsnorm" in arch
+            else "layernorm" if gpt_style else "rmsnorm")
+        sets["model.norm"] = norm.lower()
+        bias = row.flag("model.linear_bias")
+        sets["model.linear_bias"] = ("no bias" not in arch and gpt_style) if bias is None \
+            else bias
+        pos = row.text("model.position_embedding") or (
+            "rope" if re.search(r"rope|rotary|alibi", arch) else
+            "learned" if "learned" in arch or gpt_style else "rope")
+        sets["model.position_embedding"] = pos.lower()
+        tied = row.flag("model.tied_embeddings")
+        sets["model.tied_embeddings"] = (
+            "untied" not in arch and ("tied" in arch or gpt_style)) if tied is None else tied
+        # Any other field a loaded formula reads (mla.*, moe.* from a plugin) passes through.
+        moe_aliases = {a for aliases in MOE_FIELDS.values() for a in aliases}
+        for section, prefixes in (("model", ("model", "mla")), ("mla", ("mla",)),
+                                  ("moe", ("moe",))):
+            for key, item in row.section(section).items():
+                if key in moe_aliases or (section == "model" and key in MODEL_FIELDS):
+                    continue
+                target = next((f"{p}.{key}" for p in prefixes if f"{p}.{key}" in self.known),
+                              None)
+                if target is not None:
+                    sets[target] = item.value
+                else:
+                    notes.append(f"{section}.{key} ignored (no loaded formula reads it)")
+
+    def moe(self) -> None:
+        """MoE fields map to the moe plugin's keys; without the plugin the row is skipped."""
+        row = self.row
+        values: dict[str, Any] = {}
+        for config_key, aliases in MOE_FIELDS.items():
+            for key in (f"{s}.{a}" for s in ("moe", "model") for a in aliases):
+                if config_key not in values and row.get(key) is not None:
+                    values[config_key] = row.number(key, minimum=0)
+        ep = row.integer("parallel.ep", 1) or 1
+        experts = values.get("moe.experts") or 0
+        if experts <= 1 and ep <= 1 and not re.search(r"\bmoe\b|mixture.of.experts", self.arch):
+            return
+        if "moe.experts" not in self.known:
+            raise Skip("MoE needs the moe plugin")
+        if experts <= 1:
+            raise Skip("an MoE run that does not give its number of experts (model.experts)")
+        for key, value in values.items():
+            if value is None:
+                continue
+            if key in self.known:
+                self.sets[key] = value
+            else:
+                self.notes.append(f"{key} ignored (the loaded MoE formulas do not read it)")
+        for key, value in (("parallelism.ep", ep),
+                           ("parallelism.etp", row.integer("parallel.etp", 1))):
+            if value is not None and key in self.known:
+                self.sets[key] = value
+            elif value is not None and value > 1:
+                self.notes.append(f"{key} = {value} ignored (no loaded formula reads it)")
+
+    def hardware(self, node_ids: list[str], node_hbm: dict[str, tuple[float, str]]) -> None:
+        row, sets, notes = self.row, self.sets, self.notes
+        gpu = row.text("hardware.gpu") or ""
+        node = row.text("hardware.node")
+        if node is not None and node not in node_ids:
+            raise Skip(f"hardware.node '{node}' is not a known node (dlformula hardware)")
+        node = node or _node_for(gpu, node_ids)
+        if node is None:
+            raise Skip(f"no hardware node for GPU '{gpu}'; add hardware.node to the row "
+                       "(dlformula hardware lists them)")
+        sets["hardware.node"] = node
+        m = re.search(r"(\d+)\s*GB\b", gpu, re.IGNORECASE)
+        spec = node_hbm.get(node)
+        if m and spec and spec[1] in ("GiB", "GB") and float(m.group(1)) != spec[0]:
+            sets["hardware.hbm_capacity"] = f"{m.group(1)} GiB"
+            notes.append(f"{node} with {m.group(1)} GB of HBM (capacity from the GPU name)")
+        for pattern, overrides, why in GPU_VARIANTS:
+            if re.search(pattern, gpu.lower()):
+                sets.update({k: v for k, v in overrides.items() if k in self.known})
+                notes.append(why)
+        m = re.search(r"(\d+)\s*W\b", gpu)
+        if m:
+            self.set_known("hardware.tdp", f"{m.group(1)} W",
+                           f"power limit {m.group(1)} W: hardware.tdp")
+        if row.get("hardware.gpus_per_node") is not None:
+            sets["hardware.gpus_per_node"] = row.integer("hardware.gpus_per_node", 1)
+        for key, item in row.section("hardware").items():
+            if key not in ("gpu", "node", "count", "gpus_per_node", "interconnect"):
+                self.set_known(f"hardware.{key}", item.value)
+
+    def layout(self) -> None:
+        row, sets, notes = self.row, self.sets, self.notes
+        tp = row.integer("parallel.tp", 1) or 1
+        pp = row.integer("parallel.pp", 1) or 1
+        cp = row.integer("parallel.cp", 1) or 1
+        count = row.integer("hardware.count", 1)
+        dp = row.integer("parallel.dp", 1)
+        if dp is None:
+            if count is None:
+                raise Skip("the row gives neither parallel.dp nor hardware.count")
+            dp = max(1, count // (tp * pp * cp))
+            notes.append(f"dp not given: hardware.count / (tp x pp x cp) = {dp}")
+        sets.update({"hardware.gpus": count or tp * pp * cp * dp, "parallelism.tp": tp,
+                     "parallelism.pp": pp, "parallelism.dp": dp, "parallelism.cp": cp})
+        sp = row.flag("parallel.sp")
+        if sp is None and tp > 1:
+            notes.append("sp not given: on (tp > 1)")
+        sets["parallelism.sp"] = sp if sp is not None else tp > 1
+        fsdp = (row.text("parallel.fsdp") or "").lower()
+        zero = row.integer("parallel.zero", 0)
+        if zero is None and fsdp not in ("", "false", "no", "none", "no_shard"):
+            zero = 2 if "grad_op" in fsdp else 3
+        if zero is None:
+            zero = 1
+            notes.append("zero not given: 1 (distributed optimizer)")
+        sets["parallelism.zero"] = zero
+        said = f"{row.text('source') or ''} {row.text('notes') or ''}".lower()
+        if zero >= 3 and "deepspeed" in said and row.get("parallel.dp_node_nics") is None:
+            # DeepSpeed's ZeRO-3 of 2021 gathered parameters module by module and reached one
+            # NIC's rate per GPU (docs/validation.md), not a node's aggregate NIC bandwidth.
+            self.set_known("parallelism.dp_node_nics", False,
+                           "DeepSpeed ZeRO-3: collectives at each rank's own NIC rate")
+
+        vpp_item = row.get("parallel.vpp")
+        schedule = (row.text("parallel.pp_schedule") or "").lower()
+        vpp = 1
+        if vpp_item is not None and isinstance(vpp_item.value, (int, float)) \
+                and not isinstance(vpp_item.value, bool) and vpp_item.value >= 1 \
+                and vpp_item.value == int(vpp_item.value):
+            vpp = int(vpp_item.value)
+        elif vpp_item is not None:
+            notes.append(f"vpp given as {str(vpp_item.value)[:40]!r}: 1 (no interleaving "
+                         "factor)")
+        elif "interleav" in schedule and pp > 1:
+            vpp = 2
+            notes.append("interleaved schedule without a factor: vpp = 2 (torchtitan's "
+                         "default of two stages per rank)")
+        sets["parallelism.vpp"] = vpp
+        if schedule and "parallelism.schedule" in self.known:
+            label = _schedule_label(schedule)
+            if label is not None:
+                sets["parallelism.schedule"] = label
+            else:
+                notes.append(f"pipeline schedule {schedule!r} not modelled: 1F1B")
+        layers = sets["model.layers"] or 1
+        if pp > 1 and layers % (pp * vpp):
+            if vpp > 1 or "parallelism.first_stage_layers" not in self.known:
+                raise Skip(f"{layers} layers do not split evenly over pp x vpp = {pp} x {vpp} "
+                           "model chunks, and uneven interleaved stages are not modelled")
+            first, last = _uneven_stages(layers, pp)
+            sets["parallelism.first_stage_layers"] = first
+            sets["parallelism.last_stage_layers"] = last
+            notes.append(f"{layers} layers over {pp} stages: {first} on the first, {last} on "
+                         f"the last, {(layers - first - last) // max(pp - 2, 1)} on each other "
+                         "stage")
+        for key, item in row.section("parallel").items():
+            if key not in PARALLEL_FIELDS:
+                self.set_known(f"parallelism.{key}", item.value)
+
+    def training(self) -> None:
+        row, sets, notes = self.row, self.sets, self.notes
+        recompute = (row.text("parallel.recompute") or "unknown").lower()
+        if recompute == "selective" and "torchtitan" in (row.text("source") or "").lower():
+            # torchtitan's selective checkpointing is per-op (its Llama 3 configs set
+            # selective_ac_option = 'op'), not Megatron-LM's attention-only recompute.
+            sets["training.recompute"] = "op"
+            notes.append("torchtitan selective checkpointing: per-op policy (recompute = op)")
+        elif recompute in RECOMPUTE:
+            sets["training.recompute"] = recompute
+        else:
+            notes.append(f"recompute {recompute}: the model's default")
+        text = (row.text("precision") or row.text("training.precision") or "bf16").lower()
+        word = re.split(r"[\s(,/]+", text.strip())[0]
+        if word not in PRECISIONS:
+            raise Skip(f"precision '{text}' is not one of {', '.join(sorted(PRECISIONS))}")
+        sets["training.precision"] = PRECISIONS[word]
+        if word == "fp32":
+            notes.append("fp32 run modelled as tf32 tensor cores")
+        flash, era = _flash_attention(row.text("source") or "", self.arch)
+        sets["training.flash_attention"] = flash
+        said = f"{row.text('source') or ''} {row.text('notes') or ''} {self.arch}".lower()
+        if flash and row.get("training.attention_kernel") is None \
+                and any(word in said for word in FA3_WORDS):
+            # NeMo and Megatron-Core run attention through Transformer Engine, which picks
+            # cuDNN's fused attention on Hopper; FlashAttention-3 is the same kernel class.
+            self.set_known("training.attention_kernel", "fa3",
+                           "attention through Transformer Engine (cuDNN fused attention, "
+                           "FlashAttention-3 class)")
+        if era:
+            # Published before FlashAttention: the Megatron-LM of 2021-22 (Narayanan et al.
+            # 2021, Korthikanti et al. 2022) ran dropout 0.1, whose masks Korthikanti's
+            # activation formulas count, and reduced gradients after the backward pass without
+            # overlap (Korthikanti et al. 2022, sec. 6.3: "no overlap of grad all-reduce").
+            notes.append(era)
+            for key, value, note in (
+                    ("training.dropout", True, "dropout on (GPT-3-era recipe)"),
+                    ("parallelism.overlap_grad_reduce", False,
+                     "gradient reduction not overlapped"),
+                    ("parallelism.overlap_param_gather", False, None),
+                    ("parallelism.overlap_p2p_comm", False, None)):
+                if row.get(key.replace("parallelism.", "parallel.")) is None:
+                    self.set_known(key, value, note)
+        if sets["training.precision"] == "fp16":
+            # fp16 mixed precision keeps fp16 gradients (Micikevicius et al. 2018); Megatron-LM
+            # accumulates and reduces them in fp32 only for bf16.
+            self.set_known("training.grad_bytes", 2, "fp16 gradients (2 bytes)")
+        if row.flag("parallel.async_tp"):
+            # No source gives the share of TP traffic async TP hides; the default stands.
+            notes.append("async TP: not modelled (tp_comm_overlap left at its default)")
+        for key, item in row.section("training").items():
+            if f"training.{key}" not in RESERVED_KEYS:
+                self.set_known(f"training.{key}", item.value)
+
+    def batch(self) -> None:
+        row, sets, notes = self.row, self.sets, self.notes
+        dp, pp = sets["parallelism.dp"], sets["parallelism.pp"]
+        micro = row.integer("batch.micro_batch", 1)
+        if micro is None:
+            micro = 1
+            notes.append("micro_batch not given: 1")
+        gbs = (row.integer("batch.global_batch_sequences", 1)
+               or row.integer("batch.global_batch", 1))
+        if gbs is None:
+            gbs = dp * micro
+            notes.append(f"global batch not given: one micro-batch per replica ({gbs})")
+        local = gbs // dp if gbs % dp == 0 else None
+        if pp > 1 and local is not None and micro == local and local % pp == 0 and local > 1:
+            # A pipeline run with one micro-batch is never what was measured: the source gave
+            # the local batch (torchtitan: "local batch size 32").
+            micro = local // pp
+            notes.append(f"micro_batch {local} is the whole local batch: split into pp = {pp} "
+                         f"pipeline micro-batches of {micro} (torchtitan's default number of "
+                         "micro-batches)")
+        sets["training.micro_batch"] = micro
+        sets["training.global_batch"] = gbs
+        sets["training.tokens"] = gbs * sets["training.seq_len"]  # one step; no target uses it
+
+
+def _schedule_label(text: str) -> str | None:
+    """A source's pipeline-schedule name -> the model's `parallelism.schedule` label."""
+    t = re.sub(r"[^a-z0-9]", "", text.lower())
+    if "dualpipe" in t:
+        return "dualpipe"
+    if t.startswith("zb") or "zerobubble" in t:
+        return "zb-h1"
+    if "1f1b" in t or "gpipe" in t:
+        return "1f1b"
+    return None
+
+
+def _uneven_stages(layers: int, pp: int) -> tuple[int, int]:
+    """Blocks on the first and last stage when `layers` does not divide by `pp`: every middle
+    stage takes ceil(layers / pp) and the first and last share the rest (the split torchtitan
+    and Megatron-LM's uneven-stage options produce for such counts)."""
+    if pp == 2:
+        return -(-layers // 2), layers // 2
+    middle = -(-layers // pp)
+    rest = layers - (pp - 2) * middle
+    while rest < 2:  # too few left for the ends: shrink the middle stages
+        middle -= 1
+        rest = layers - (pp - 2) * middle
+    return rest - rest // 2, rest // 2
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
