@@ -201,8 +201,8 @@ def node_details(node: Any) -> str:
     if node.notes:
         lines.append(f"  notes: {' '.join(node.notes.split())}")
     for key, spec in node.specs.items():
-        lines.append(f"  {key:<24}{spec.value:g} {spec.unit}")
-        lines.append(f"  {'':<24}source: {' '.join(spec.source.split())}")
+        lines.append(f"  {key:<25} {spec.value:g} {spec.unit}")
+        lines.append(f"  {'':<25} source: {' '.join(spec.source.split())}")
     return "\n".join(lines) + "\n"
 
 
