@@ -3,7 +3,8 @@
 The layout space is read from the inputs the loaded model has, so a plugin that adds a degree
 (expert parallelism) or a choice (pipeline schedule) is searched without a change here:
 
-- tp, pp, cp, dp: every factorisation of the GPU count (dp fills what tp x pp x cp leave);
+- tp, pp, cp, dp: every factorisation of the GPU count (dp fills what tp x pp x cp leave; a pp
+  that does not divide the layer count gives uneven stages, see formulas/parallelism.yaml);
 - vpp: divisors of the layer count; micro_batch: divisors of the global batch;
 - ep: divisors of the GPU count; zero: its integer domain; recompute, schedule: every choice.
 

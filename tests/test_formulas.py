@@ -159,6 +159,25 @@ def test_uneven_stages(engine):
     assert r["act_memory"] < even["act_memory"]
 
 
+@pytest.mark.parametrize("layers,pp,split", [
+    (126, 8, (15, 16, 15)),  # Llama-3.1 405B as torchtitan splits it
+    (126, 16, (7, 8, 7)),
+    (61, 16, (2, 4, 3)),     # DeepSeek-V3's 61 blocks
+    (97, 2, (48, 0, 49)),
+    (96, 8, (12, 12, 12)),   # even: unchanged
+])
+def test_pipeline_stages_split_unevenly_on_their_own(engine, layers, pp, split):
+    r = engine.evaluate(GPT3, [f"model.layers={layers}", f"parallelism.pp={pp}",
+                               f"parallelism.dp={1024 // (8 * pp)}"])
+    assert (r["layers_first_stage"], r["layers_middle_stage"], r["layers_last_stage"]) == split
+    assert split[0] + split[2] + split[1] * max(pp - 2, 0) == layers
+
+
+def test_a_split_with_empty_end_stages_is_refused(run):
+    code, _, err = run("eval", GPT3, "--set", "model.layers=10", "--set", "parallelism.pp=8")
+    assert code == 2 and "model.layers = 10 does not split over pp x vpp = 8 x 1" in err
+
+
 def test_gemm_detail_shapes_and_loads(gpt3):
     h, tp = 12288, 8
     assert (gpt3["gemm_mlp_up_weight_rows"], gpt3["gemm_mlp_up_weight_cols"]) == (h, 4 * h)
