@@ -7,7 +7,9 @@ Load order (it matters for `override: true`: a later file replaces an earlier de
 2. built-in plugins (`dlformula.plugins.moe`);
 3. installed plugins: entry points in group `dlformula`, by name. `DLFORMULA_LOAD_PLUGINS`
    limits them: unset loads all, "" loads none, "a,b" only those (tests set it, so an
-   installed plugin never changes their numbers);
+   installed plugin never changes their numbers). Which entry points exist is remembered in
+   the cache folder until a distribution is installed, upgraded or removed
+   (entry_points.py);
 4. local plugin folders from `DLFORMULA_PLUGINS` (separated by the OS path separator);
 5. local plugin folders given with `--plugin PATH`.
 
@@ -28,11 +30,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .entry_points import GROUP, installed_entry_points, load_entry_point
 from .errors import DlfError, ModelError, did_you_mean, display_path, raise_all
 from .resources import DataFolder
 from .sources import Source
 
-GROUP = "dlformula"
 CORE = "dlformula"
 BUILTIN_PLUGINS = {"moe": "dlformula.plugins.moe"}
 FOLDER_HOOKS = {"formula_folders": "formulas", "hardware_folders": "hardware",
@@ -343,9 +345,7 @@ def _load_entry_points(env: Any, add: Any, errors: list[DlfError]) -> None:
         w.strip() for w in wanted_text.split(",") if w.strip()}
     if wanted is not None and not wanted:
         return
-    from importlib.metadata import entry_points
-
-    found = sorted(entry_points(group=GROUP), key=lambda ep: ep.name)
+    found = installed_entry_points()
     names = {ep.name for ep in found}
     for name in sorted((wanted or set()) - names - set(BUILTIN_PLUGINS) - {CORE}):
         errors.append(ModelError(f"{ENV_LOAD} names '{name}', which is not an installed "
@@ -354,18 +354,15 @@ def _load_entry_points(env: Any, add: Any, errors: list[DlfError]) -> None:
     for ep in found:
         if wanted is not None and ep.name not in wanted:
             continue
-        dist = getattr(ep, "dist", None)
-        version = getattr(dist, "version", "") or ""
-        dist_name = dist.metadata["Name"] if dist is not None else "?"
-        origin = f"{dist_name} {version} (entry point {ep.name} = {ep.value})"
+        origin = f"{ep.dist} {ep.version} (entry point {ep.name} = {ep.value})"
         try:
-            obj = ep.load()
+            obj = load_entry_point(ep)
         except Exception as exc:
             errors.append(ModelError(
                 f"plugin '{ep.name}' ({origin}) cannot be imported: {type(exc).__name__}: "
                 f"{exc}; fix or uninstall it, or leave it out with {ENV_LOAD}"))
             continue
-        add(ep.name, version, "entry point", origin, [obj])
+        add(ep.name, ep.version, "entry point", origin, [obj])
 
 
 def _load_folder(path_text: str, where: str, add: Any, errors: list[DlfError]) -> None:
@@ -450,8 +447,6 @@ def _as_folder(item: Any) -> Any:
 def _config_key_sources(plugin: str, keys: dict[str, Any],
                         errors: list[DlfError]) -> list[Source]:
     """Formula-file text declaring one input per config key, grouped by config section."""
-    import yaml
-
     sections: dict[str, dict[str, Any]] = {}
     for key, fields in keys.items():
         if not isinstance(key, str) or not all(p.isidentifier() for p in key.split(".")) \
@@ -467,8 +462,10 @@ def _config_key_sources(plugin: str, keys: dict[str, Any],
         name = str(fields.pop("name", key.rsplit(".", 1)[1]))
         fields["config"] = key
         sections.setdefault(key.split(".", 1)[0], {})[name] = fields
+    from .yamlfile import dump_yaml
+
     return [Source(f"<plugin {plugin}: config_keys()>/{section}.yaml",
-                   yaml.safe_dump({"inputs": inputs}, sort_keys=False), plugin)
+                   dump_yaml({"inputs": inputs}), plugin)
             for section, inputs in sections.items()]
 
 

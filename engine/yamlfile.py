@@ -4,32 +4,22 @@ PyYAML composes a node tree that carries positions; we turn it into `Located` va
 1-based line) so every later check can name `file:line`. Duplicate keys, which PyYAML would
 silently collapse, are errors here. YAML 1.1 reads `300e9` as a string; we read it as a number,
 because configs are full of such figures.
+
+A text that parsed cleanly is remembered in the cache folder, keyed by its content (and by this
+module and the installed PyYAML), so a warm `dlformula eval` reads its config, hardware node and
+preset without importing PyYAML (about 12 ms). Texts with errors are never cached.
 """
 
 from __future__ import annotations
 
-import re
+import marshal
+import os
 from typing import Any, NamedTuple
-
-import yaml
 
 from .errors import DlfError, ModelError, raise_all
 
-_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
-    pass
-
-
-# `1e9`, `300e9`, `2.5E-3`: floats in YAML 1.2 and in every config we will ever read.
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
-
-_constructor = yaml.constructor.SafeConstructor()
+YAML_CACHE_FORMAT = 1
+YAML_CACHE_ENTRIES = 512  # parsed texts kept; the oldest go when a new one is written
 
 
 class Located(NamedTuple):
@@ -50,8 +40,24 @@ class Located(NamedTuple):
 
 def load_yaml(text: str, path: str, error: type[DlfError] = ModelError) -> Located:
     """Parse `text` (from `path`) into a `Located` tree; raise `error` naming file and line."""
+    cache = _cache_file(text)
+    if cache is not None:
+        try:
+            with open(cache, "rb") as fh:
+                return _thaw(marshal.load(fh))
+        except Exception:  # not cached yet, or unreadable: parse
+            pass
+    result = _parse(text, path, error)
+    if cache is not None:
+        _store(cache, result)
+    return result
+
+
+def _parse(text: str, path: str, error: type[DlfError]) -> Located:
+    import yaml
+
     try:
-        node = yaml.compose(text, Loader=_Loader)
+        node = yaml.compose(text, Loader=_loader())
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -70,7 +76,10 @@ def load_yaml(text: str, path: str, error: type[DlfError] = ModelError) -> Locat
     return result
 
 
-def _convert(node: yaml.Node, path: str, error: type[DlfError], errors: list[DlfError]) -> Located:
+def _convert(node: Any, path: str, error: type[DlfError], errors: list[DlfError]) -> Located:
+    import yaml
+
+    constructor = _constructor()
     line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Located] = {}
@@ -79,7 +88,7 @@ def _convert(node: yaml.Node, path: str, error: type[DlfError], errors: list[Dlf
                 errors.append(error("mapping keys must be plain names", path,
                                     key_node.start_mark.line + 1))
                 continue
-            key = str(_constructor.construct_object(key_node))
+            key = str(constructor.construct_object(key_node))
             key_line = key_node.start_mark.line + 1
             if key in out:
                 errors.append(error(
@@ -93,7 +102,7 @@ def _convert(node: yaml.Node, path: str, error: type[DlfError], errors: list[Dlf
     if isinstance(node, yaml.SequenceNode):
         return Located([_convert(v, path, error, errors) for v in node.value], line)
     try:
-        value = _constructor.construct_object(node)
+        value = constructor.construct_object(node)
     except yaml.constructor.ConstructorError as exc:
         errors.append(error(f"cannot read value: {exc.problem}", path, line))
         value = None
@@ -135,3 +144,144 @@ def read_user_yaml(path: str, what: str, hint: str) -> Located:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {what} '{path}': {exc}") from None
     return load_yaml(text, display_path(path), UsageError)
+
+
+def dump_yaml(data: Any) -> str:
+    """`yaml.safe_dump(data, sort_keys=False)`, remembered in the cache folder by the exact
+    data (for plugins' config_keys, turned into formula text on every run)."""
+    try:
+        packed = marshal.dumps(data)
+    except ValueError:  # not plain data: no key to cache it under
+        packed = None
+    cache = _cache_file(packed, "dump") if packed is not None else None
+    if cache is not None:
+        try:
+            with open(cache, "rb") as fh:
+                text = marshal.load(fh)
+            if isinstance(text, str):
+                return text
+        except Exception:
+            pass
+    import yaml
+
+    text = yaml.safe_dump(data, sort_keys=False)
+    if cache is not None:
+        _store(cache, text)
+    return text
+
+
+# -- PyYAML, imported only when a text is not in the cache --------------------------------------
+_LOADER: list[Any] = []
+
+
+def _loader() -> Any:
+    """The safe loader (libyaml's when available) that also reads `300e9` as a number."""
+    if not _LOADER:
+        import re
+
+        import yaml
+
+        base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+        class Loader(base):  # type: ignore[misc,valid-type]
+            pass
+
+        # `1e9`, `300e9`, `2.5E-3`: floats in YAML 1.2 and in every config we will ever read.
+        Loader.add_implicit_resolver(
+            "tag:yaml.org,2002:float",
+            re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+            list("-+0123456789"),
+        )
+        _LOADER[:] = [Loader, yaml.constructor.SafeConstructor()]
+    return _LOADER[0]
+
+
+def _constructor() -> Any:
+    _loader()
+    return _LOADER[1]
+
+
+# -- the parsed-text cache ------------------------------------------------------------------------
+_CACHE_KEY: list[Any] = []
+
+
+def _cache_key() -> Any:
+    """A hash of what parsing depends on besides the text -- Python, this module and the
+    installed PyYAML -- once per process; None without PyYAML (then nothing is cached)."""
+    if not _CACHE_KEY:
+        key = None
+        try:
+            import hashlib
+            import sys
+            from importlib.util import find_spec
+
+            spec = find_spec("yaml")
+            if spec is not None and spec.origin:
+                key = hashlib.sha256(f"{YAML_CACHE_FORMAT}|{sys.version}|".encode())
+                for file in (__file__, spec.origin):
+                    st = os.stat(file)
+                    key.update(f"{file}|{st.st_mtime_ns}|{st.st_size}|".encode())
+        except Exception:
+            key = None
+        _CACHE_KEY.append(key)
+    return _CACHE_KEY[0]
+
+
+def _cache_file(content: str | bytes, kind: str = "parse") -> str | None:
+    """Where the parse of a text (or the dump of packed data) is kept, in the cache folder's
+    yaml/; None when nothing is cached."""
+    key = _cache_key()
+    if key is None:
+        return None
+    from .model import cache_dir
+
+    h = key.copy()
+    h.update(f"{kind}|".encode())
+    h.update(content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content)
+    return os.path.join(cache_dir(), "yaml", h.hexdigest()[:40] + ".marshal")
+
+
+def _store(cache: str, result: Located | str) -> None:
+    try:
+        folder = os.path.dirname(cache)
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{cache}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            marshal.dump(result if isinstance(result, str) else _freeze(result), fh)
+        os.replace(tmp, cache)
+        _prune(folder)
+    except (OSError, ValueError):
+        pass  # a read-only cache folder still works, only slower
+
+
+def _prune(folder: str) -> None:
+    """Keep the newest YAML_CACHE_ENTRIES entries (configs get edited; old texts pile up)."""
+    with os.scandir(folder) as it:
+        entries = [e for e in it if e.name.endswith(".marshal")]
+    if len(entries) <= YAML_CACHE_ENTRIES:
+        return
+    entries.sort(key=lambda e: e.stat().st_mtime_ns)
+    for e in entries[:len(entries) - YAML_CACHE_ENTRIES]:
+        try:
+            os.remove(e.path)
+        except OSError:
+            pass
+
+
+def _freeze(item: Located) -> tuple[Any, int]:
+    """A Located tree as marshal-able data: (value, line), containers holding the same."""
+    v = item.value
+    if isinstance(v, dict):
+        return {k: _freeze(x) for k, x in v.items()}, item.line
+    if isinstance(v, list):
+        return [_freeze(x) for x in v], item.line
+    return v, item.line
+
+
+def _thaw(data: tuple[Any, int]) -> Located:
+    v, line = data
+    if isinstance(v, dict):
+        return Located({k: _thaw(x) for k, x in v.items()}, line)
+    if isinstance(v, list):
+        return Located([_thaw(x) for x in v], line)
+    return Located(v, line)
