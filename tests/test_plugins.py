@@ -519,12 +519,22 @@ def _wheel(out_dir: Path) -> Path:
 
 def test_a_pip_installed_plugin_in_a_temporary_environment(tmp_path):
     """pip installs the example into a fresh virtual environment (which sees this dlformula
-    through --system-site-packages); `dlformula` run there finds it by its entry point."""
+    through a .pth file naming the running interpreter's site directories); `dlformula` run
+    there finds it by its entry point."""
+    import site
+
     pytest.importorskip("pip")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip",
-                    str(venv)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
     python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    # --system-site-packages would see the base interpreter's packages, not those of a venv
+    # these tests may run in; addsitedir also runs an editable install's .pth hook.
+    venv_site = subprocess.run([str(python), "-c", "import site; print(site.getsitepackages()[0])"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    parents = [*site.getsitepackages(), site.getusersitepackages()]
+    Path(venv_site, "dlformula_parent_env.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in parents))
     pip = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
                           "--no-index", "--no-deps", "--no-cache-dir", "--quiet",
                           str(_wheel(tmp_path))], capture_output=True, text=True, timeout=300)
