@@ -18,7 +18,7 @@ from .defs import ConstantDef, ConstraintDef, Domain, InputDef, QuantityDef
 from .errors import ModelError, display_path
 from .runtime import numpy_namespace, scalar_namespace
 
-CACHE_FORMAT = 4  # bump when the cached layout or the generated code changes shape
+CACHE_FORMAT = 5  # bump when the cached layout or the generated code changes shape
 _CODE_MODULES = ("codegen.py", "expr.py", "loader.py", "defs.py", "model.py", "runtime.py")
 
 
@@ -102,25 +102,26 @@ class CompiledModel:
                    and n not in self.quantities]
         if unknown:
             raise ModelError(f"unknown names: {', '.join(unknown)}")
-        needed, stack = set(), list(only)
-        while stack:
-            n = stack.pop()
-            if n not in needed:
-                needed.add(n)
-                stack.extend(self.deps.get(n, ()))
-        out, in_evaluate = [], False
-        for line in self.source.splitlines():
-            if line.startswith("def evaluate"):
-                in_evaluate = True
-            elif line.startswith("def "):
-                in_evaluate = False
-            if in_evaluate and line.startswith("    ") and " = " in line:
-                if line.split(" = ", 1)[0].strip() not in needed:
-                    continue
-            if in_evaluate and line.startswith("    return {"):
-                line = "    return {" + ", ".join(f"{n!r}: {n}" for n in only) + "}"
-            out.append(line)
-        return "\n".join(out) + "\n"
+        import re
+
+        # Backwards through `evaluate`: a line stays if a later kept line (or `only`) reads the
+        # name it assigns, quantities and the shared subexpressions (`_tN`) alike.
+        lines = self.source.splitlines()
+        first = next(i for i, line in enumerate(lines) if line.startswith("def evaluate"))
+        last = next((i for i in range(first + 1, len(lines)) if lines[i].startswith("def ")),
+                    len(lines))
+        live, drop = set(only), set()
+        for i in range(last - 1, first, -1):
+            line = lines[i]
+            if line.startswith("    return {"):
+                lines[i] = "    return {" + ", ".join(f"{n!r}: {n}" for n in only) + "}"
+            elif line.startswith("    ") and " = " in line:
+                name, text = line[4:].split(" = ", 1)
+                if name in live:
+                    live.update(re.findall(r"[A-Za-z_]\w*", text))
+                else:
+                    drop.add(i)
+        return "\n".join(line for i, line in enumerate(lines) if i not in drop) + "\n"
 
     def evaluate(self, values: dict[str, Any]) -> dict[str, Any]:
         """Every input, constant and quantity for one config (numbers in, numbers out)."""

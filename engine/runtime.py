@@ -17,6 +17,12 @@ def _where(cond: Any, a: Any, b: Any) -> Any:
     return a if cond else b
 
 
+def _many(cond: Any) -> bool:
+    """Whether a condition holds many values (one per config): never, for one config, so
+    `where` computes only the branch taken."""
+    return False
+
+
 def _ceil(x: Any) -> Any:
     return math.ceil(x)
 
@@ -79,7 +85,7 @@ def scalar_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     ns: dict[str, Any] = {
         "_where": _where, "_max": max, "_min": min, "_ceil": _ceil, "_floor": _floor,
         "_abs": abs, "_mod": _mod, "_log": _log, "_exp": _exp, "_and": _and, "_or": _or,
-        "_not": _not, "_div": _div, "_asarray": lambda x: x,
+        "_not": _not, "_div": _div, "_asarray": lambda x: x, "_many": _many,
     }
     ns.update({name: impl for name, (impl, _) in _PLUGIN_HELPERS.items()})
     if extra:
@@ -102,6 +108,11 @@ def numpy_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     def nor(*a: Any) -> Any:
         return reduce(np.logical_or, a)
 
+    def many(cond: Any) -> bool:
+        """Whether a condition is an array (NumPy's `where` of both branches); a scalar or a
+        0-d array (a choice not swept) picks its branch before the other is computed."""
+        return bool(getattr(cond, "shape", ()))
+
     def ndiv(a: Any, b: Any) -> Any:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.true_divide(a, b)
@@ -113,7 +124,7 @@ def numpy_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     ns: dict[str, Any] = {
         "_where": np.where, "_max": nmax, "_min": nmin, "_ceil": np.ceil, "_floor": np.floor,
         "_abs": np.abs, "_mod": nmod, "_log": np.log, "_exp": np.exp, "_and": nand,
-        "_or": nor, "_not": np.logical_not, "_div": ndiv, "_asarray": np.asarray,
+        "_or": nor, "_not": np.logical_not, "_div": ndiv, "_asarray": np.asarray, "_many": many,
     }
     ns.update({name: impl if impl is not None else vectorized(py)
                for name, (py, impl) in _PLUGIN_HELPERS.items()})
