@@ -459,16 +459,17 @@ class _Mapper:
             else:
                 notes.append(f"pipeline schedule {schedule!r} not modelled: 1F1B")
         layers = sets["model.layers"] or 1
-        if pp > 1 and layers % (pp * vpp):
-            if vpp > 1 or "parallelism.first_stage_layers" not in self.known:
-                raise Skip(f"{layers} layers do not split evenly over pp x vpp = {pp} x {vpp} "
-                           "model chunks, and uneven interleaved stages are not modelled")
+        if pp > 1 and layers % pp:
+            if "parallelism.first_stage_layers" not in self.known:
+                raise Skip(f"{layers} layers do not split evenly over pp = {pp} stages, and "
+                           "the loaded formulas have no uneven stages")
             first, last = _uneven_stages(layers, pp)
             sets["parallelism.first_stage_layers"] = first
             sets["parallelism.last_stage_layers"] = last
-            notes.append(f"{layers} layers over {pp} stages: {first} on the first, {last} on "
-                         f"the last, {(layers - first - last) // max(pp - 2, 1)} on each other "
-                         "stage")
+            chunks = f" (all {vpp} model chunks of a GPU together)" if vpp > 1 else ""
+            notes.append(f"{layers} layers over {pp} stages{chunks}: {first} on the first, "
+                         f"{last} on the last, {(layers - first - last) // max(pp - 2, 1)} on "
+                         "each other stage")
         for key, item in row.section("parallel").items():
             if key not in PARALLEL_FIELDS:
                 self.set_known(f"parallelism.{key}", item.value)

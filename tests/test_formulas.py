@@ -100,7 +100,24 @@ def test_zero_stages(engine, zero, bytes_per_param):
 
 def test_vpp_memory_factor(engine):
     r = engine.evaluate(GPT3, ["parallelism.vpp=2"])
+    assert r["microbatches"] > 2 * r["pp"]
     assert r["vpp_memory_factor"] == pytest.approx(1 + 7 / 16)
+
+
+def test_interleaving_holds_no_more_than_every_microbatch(engine):
+    """With as many micro-batches as stages, the interleaved warm-up runs every forward pass
+    first, as 1F1B's does: the first stage holds the same activations either way."""
+    # gpt3-175b.yaml: dp 16, pp 8; 128 sequences of micro-batch 1 per replica -> 8 micro-batches
+    sets = ["training.global_batch=128", "training.micro_batch=1"]
+    plain = engine.evaluate(GPT3, sets)
+    interleaved = engine.evaluate(GPT3, [*sets, "parallelism.vpp=2"])
+    assert plain["microbatches"] == plain["pp"] == 8
+    assert interleaved["vpp_memory_factor"] == 1
+    assert interleaved["act_memory"] == plain["act_memory"]
+    # 16 micro-batches: the warm-up's 8 + 7/2 = 11.5 micro-batches' worth fits under the cap
+    sixteen = engine.evaluate(GPT3, ["training.global_batch=256", "training.micro_batch=1",
+                                     "parallelism.vpp=2"])
+    assert sixteen["vpp_memory_factor"] == pytest.approx(1 + 7 / 16)
 
 
 def test_flops_per_step_korthikanti_eq7(gpt3):

@@ -198,9 +198,25 @@ def test_uneven_stages_and_local_batch(engine):
     assert any("whole local batch" in a for a in m.assumptions)
 
 
-def test_interleaved_uneven_stages_are_skipped(engine):
-    with pytest.raises(v.Skip, match="126 layers do not split evenly over pp x vpp = 8 x 2"):
-        _map(engine, _row(parallel={"pp_schedule": "interleaved_1f1b"}))
+def test_interleaved_uneven_stages_split_per_gpu(engine):
+    """126 blocks over 8 x 2 interleaved stages (torchtitan's 405B run): counted per GPU, all
+    its chunks together, as without interleaving; the engine accepts the layout."""
+    m = _map(engine, _row(parallel={"pp_schedule": "interleaved_1f1b"}))
+    c = dict(item.split("=", 1) for item in m.sets)
+    assert c["parallelism.vpp"] == "2"
+    assert (c["parallelism.first_stage_layers"], c["parallelism.last_stage_layers"]) == ("15",
+                                                                                         "15")
+    r = engine.evaluate(None, m.sets)
+    assert (r["layers_first_stage"], r["layers_middle_stage"], r["layers_last_stage"]) == (
+        15, 16, 15)
+
+
+def test_a_split_leaving_a_chunk_without_blocks_is_refused(engine):
+    from dlformula.errors import DlfError
+
+    m = _map(engine, _row(parallel={"vpp": 16}))  # 15 blocks cannot fill 16 chunks
+    with pytest.raises(DlfError, match="126 does not split over pp x vpp = 8 x 16"):
+        engine.evaluate(None, m.sets)
 
 
 def test_unknown_precision_is_skipped(engine):
