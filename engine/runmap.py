@@ -57,8 +57,25 @@ GPU_VARIANTS: list[tuple[str, dict[str, str], str]] = [
 # Config keys a row may never set: they would feed a measurement back into the prediction.
 RESERVED_KEYS = {"training.achieved_flops_per_gpu"}
 
-PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "tf32": "tf32", "fp32": "tf32"}
-RECOMPUTE = ("none", "selective", "full", "op")
+# Precision as sources write it ("bf16 (amp)", "amp_bf16", "bf16-mixed", "fp8 (torchao
+# float8)", "MXFP8") -> the model's precision: the first pattern found anywhere in the text
+# wins, most specific first (an FP8 run names BF16 too, for its other tensors).
+PRECISIONS: list[tuple[str, str | None]] = [
+    (r"fp4|float4", None),  # 4-bit training: not modelled
+    (r"fp8|float8|e4m3", "fp8"),
+    (r"bf16|bfloat16", "bf16"),
+    (r"fp16|float16|half", "fp16"),
+    (r"tf32", "tf32"),
+    (r"fp32|float32", "tf32"),
+]
+# Activation recompute as sources write it -> the model's choice (None: the default).
+RECOMPUTE: list[tuple[str, str | None]] = [
+    (r"unknown|not given|n/a", None),
+    (r"selective", "selective"),
+    (r"^op\b|per-op|op-level", "op"),
+    (r"full|uniform|block|^true$|^yes$|^on$", "full"),
+    (r"none|^false$|^no$|^off$|disabled|^0$", "none"),
+]
 
 # MoE fields a row may carry (in `model` or `moe`) -> the MoE plugin's config keys.
 MOE_FIELDS: dict[str, tuple[str, ...]] = {
@@ -88,6 +105,11 @@ PARALLEL_FIELDS = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "zero", "fs
 # frameworks after that; runs published before it ran unfused attention.
 FLASH_ARXIV_YYMM = 2206
 FLASH_YEAR = 2023
+
+
+# Batch fields, first given wins.
+GLOBAL_BATCH_FIELDS = ("global_batch_sequences", "global_batch", "global_batch_size", "gbs")
+MICRO_BATCH_FIELDS = ("micro_batch", "micro_batch_size", "mbs")
 
 
 class Skip(Exception):
@@ -476,22 +498,24 @@ class _Mapper:
 
     def training(self) -> None:
         row, sets, notes = self.row, self.sets, self.notes
-        recompute = (row.text("parallel.recompute") or "unknown").lower()
+        said = (row.text("parallel.recompute") or "unknown").strip()
+        recompute = _first_match(RECOMPUTE, said)
         if recompute == "selective" and "torchtitan" in (row.text("source") or "").lower():
             # torchtitan's selective checkpointing is per-op (its Llama 3 configs set
             # selective_ac_option = 'op'), not Megatron-LM's attention-only recompute.
             sets["training.recompute"] = "op"
             notes.append("torchtitan selective checkpointing: per-op policy (recompute = op)")
-        elif recompute in RECOMPUTE:
+        elif recompute is not None:
             sets["training.recompute"] = recompute
         else:
-            notes.append(f"recompute {recompute}: the model's default")
-        text = (row.text("precision") or row.text("training.precision") or "bf16").lower()
-        word = re.split(r"[\s(,/]+", text.strip())[0]
-        if word not in PRECISIONS:
-            raise Skip(f"precision '{text}' is not one of {', '.join(sorted(PRECISIONS))}")
-        sets["training.precision"] = PRECISIONS[word]
-        if word == "fp32":
+            notes.append(f"recompute {said}: the model's default")
+        text = (row.text("precision") or row.text("training.precision") or "bf16").strip()
+        precision = _first_match(PRECISIONS, text, "")
+        if not precision:
+            raise Skip(f"precision '{text}' is not one of bf16, fp16, fp8, tf32 (fp32 runs as "
+                       "tf32; 4-bit training is not modelled)")
+        sets["training.precision"] = precision
+        if re.search(r"fp32|float32", text, re.IGNORECASE) and precision == "tf32":
             notes.append("fp32 run modelled as tf32 tensor cores")
         flash, era = _flash_attention(row.text("source") or "", self.arch)
         sets["training.flash_attention"] = flash
@@ -531,12 +555,15 @@ class _Mapper:
     def batch(self) -> None:
         row, sets, notes = self.row, self.sets, self.notes
         dp, pp = sets["parallelism.dp"], sets["parallelism.pp"]
-        micro = row.integer("batch.micro_batch", 1)
+        micro = _first_given(row, "batch", MICRO_BATCH_FIELDS)
         if micro is None:
             micro = 1
             notes.append("micro_batch not given: 1")
-        gbs = (row.integer("batch.global_batch_sequences", 1)
-               or row.integer("batch.global_batch", 1))
+        gbs = _first_given(row, "batch", GLOBAL_BATCH_FIELDS)
+        tokens = _first_given(row, "batch", ("global_batch_tokens",))
+        if gbs is None and tokens is not None:
+            gbs = max(1, round(tokens / sets["training.seq_len"]))
+            notes.append(f"global batch of {tokens} tokens: {gbs} sequences")
         if gbs is None:
             gbs = dp * micro
             notes.append(f"global batch not given: one micro-batch per replica ({gbs})")
@@ -551,6 +578,24 @@ class _Mapper:
         sets["training.micro_batch"] = micro
         sets["training.global_batch"] = gbs
         sets["training.tokens"] = gbs * sets["training.seq_len"]  # one step; no target uses it
+
+
+def _first_given(row: Row, section: str, fields: tuple[str, ...]) -> int | None:
+    """The first of `fields` the row gives in `section`, as an integer >= 1."""
+    for name in fields:
+        value = row.integer(f"{section}.{name}", 1)
+        if value is not None:
+            return value
+    return None
+
+
+def _first_match(table: list[tuple[str, str | None]], text: str,
+                 default: str | None = None) -> str | None:
+    """The value of the first pattern of `table` found in `text` (case-insensitive)."""
+    for pattern, value in table:
+        if re.search(pattern, text, re.IGNORECASE):
+            return value
+    return default
 
 
 def _schedule_label(text: str) -> str | None:

@@ -164,6 +164,10 @@ def test_mapping_defaults_are_recorded(report):
     assert "global batch not given: one micro-batch per replica (4)" in layer["assumptions"]
 
 
+class _Replace(dict):
+    """A section `_row` takes as it is instead of merging it into the default one."""
+
+
 def _row(**sections):
     base = {"id": "x", "model": {"layers": 126, "hidden": 1024, "heads": 8, "ffn_hidden": 4096,
                                  "vocab": 1000, "seq_len": 1024},
@@ -172,7 +176,8 @@ def _row(**sections):
                                                              "micro_batch": 32},
             "precision": "bf16", "target": {"step_time_s": 1.0}}
     for k, val in sections.items():
-        base[k] = {**base[k], **val} if isinstance(base.get(k), dict) else val
+        merge = isinstance(base.get(k), dict) and not isinstance(val, _Replace)
+        base[k] = {**base[k], **val} if merge else dict(val) if isinstance(val, dict) else val
     import yaml
 
     from dlformula.yamlfile import load_yaml
@@ -222,6 +227,43 @@ def test_a_split_leaving_a_chunk_without_blocks_is_refused(engine):
 def test_unknown_precision_is_skipped(engine):
     with pytest.raises(v.Skip, match="precision 'int4' is not one of"):
         _map(engine, _row(precision="int4", parallel={"pp": 1, "dp": 64}))
+
+
+@pytest.mark.parametrize("text, precision", [
+    ("bf16 (amp)", "bf16"), ("amp_bf16", "bf16"), ("bf16-mixed", "bf16"), ("BF16", "bf16"),
+    ("fp8 (torchao float8)", "fp8"), ("amp_fp8", "fp8"), ("MXFP8", "fp8"),
+    ("FP8 hybrid, bf16 master weights", "fp8"), ("fp16", "fp16"), ("fp32", "tf32")])
+def test_precision_spellings(engine, text, precision):
+    c = dict(item.split("=", 1) for item in _map(engine, _row(precision=text)).sets)
+    assert c["training.precision"] == precision
+
+
+def test_four_bit_training_is_skipped(engine):
+    with pytest.raises(v.Skip, match="4-bit training is not modelled"):
+        _map(engine, _row(precision="nvfp4"))
+
+
+@pytest.mark.parametrize("text, recompute", [
+    ("full", "full"), ("full (uniform, 1 layer)", "full"), (True, "full"), ("block", "full"),
+    ("selective", "selective"), ("selective (attention core)", "selective"), ("op", "op"),
+    ("none", "none"), (False, "none"), ("no", "none"), ("unknown", None)])
+def test_recompute_spellings(engine, text, recompute):
+    m = _map(engine, _row(parallel={"recompute": text}))
+    c = dict(item.split("=", 1) for item in m.sets)
+    assert c.get("training.recompute") == recompute
+    if recompute is None:
+        assert f"recompute {text}: the model's default" in m.assumptions
+
+
+@pytest.mark.parametrize("batch, gbs, micro", [
+    ({"global_batch_size": 512, "micro_batch_size": 2}, "512", "2"),
+    ({"gbs": 128, "mbs": 1}, "128", "1"),
+    ({"global_batch_tokens": 262144}, "256", "1"),  # 1024-token sequences
+])
+def test_batch_spellings(engine, batch, gbs, micro):
+    row = _row(parallel={"pp": 1, "dp": 64}, batch=_Replace(batch))
+    c = dict(item.split("=", 1) for item in _map(engine, row).sets)
+    assert (c["training.global_batch"], c["training.micro_batch"]) == (gbs, micro)
 
 
 def test_moe_rows_map_to_the_plugin_keys(engine):
