@@ -247,8 +247,18 @@ def _node_for(gpu: str, node_ids: list[str]) -> str | None:
 
 # Words in a run's source, notes or architecture that name a stack whose attention kernel is
 # Hopper-native (Transformer Engine's cuDNN fused attention, FlashAttention-3).
-FA3_WORDS = ("nemo", "transformer engine", "megatron-core", "cudnn", "flashattention-3",
-             "flash-attention-3", "flash attention 3")
+FA3_WORDS = ("nemo", "transformer engine", "megatron", "mcore", "cudnn", "flashattention-3",
+             "flash-attention-3", "flash attention 3", "dgxc")
+# MoE runs that say they dispatch tokens with DeepEP/HybridEP (Megatron-LM's flex dispatcher),
+# or overlap the all-to-alls with another micro-batch's compute.
+DEEPEP = r"(?<!not )\b(deepep|hybridep|flex dispatcher)\b"
+EP_OVERLAP = r"overlap-moe-expert-parallel-comm|a2a[ _-]overlap|all-to-all/compute overlap|" \
+             r"1f1b overlap"
+# A run of NVIDIA's published performance recipes (NeMo, Megatron-Bridge, DGX Cloud
+# benchmarking), which reduce gradients in bf16 (NeMo-Framework-Launcher configs:
+# optim.grad_sync_dtype bf16; NeMo 2 scripts/performance and Megatron-Bridge performance
+# configs: grad_reduce_in_fp32 = False). NeMo AutoModel is PyTorch FSDP2, not these recipes.
+NVIDIA_RECIPES = r"\bnemo\b(?!\s*automodel)|megatron-bridge|dgxc"
 
 
 def _flash_attention(source: str, arch: str) -> tuple[bool, str | None]:
@@ -389,12 +399,30 @@ class _Mapper:
                 self.sets[key] = value
             else:
                 self.notes.append(f"{key} ignored (the loaded MoE formulas do not read it)")
-        for key, value in (("parallelism.ep", ep),
-                           ("parallelism.etp", row.integer("parallel.etp", 1))):
+        etp = row.integer("parallel.etp", 1)
+        if etp is None and ep > 1:
+            # Megatron-core defaults etp to tp; a published layout where tp x ep does not fit
+            # the ranks of a stage ran with etp = 1 (the MoE recipes' usual choice).
+            tp = row.integer("parallel.tp", 1) or 1
+            ranks = tp * (row.integer("parallel.cp", 1) or 1) * (row.integer("parallel.dp", 1)
+                                                                 or 1)
+            if tp > 1 and ranks % (tp * ep):
+                etp = 1
+                self.notes.append(f"etp not given, and etp = tp = {tp} times ep = {ep} does not "
+                                  f"divide the {ranks} ranks of a stage: etp = 1")
+        for key, value in (("parallelism.ep", ep), ("parallelism.etp", etp)):
             if value is not None and key in self.known:
                 self.sets[key] = value
             elif value is not None and value > 1:
                 self.notes.append(f"{key} = {value} ignored (no loaded formula reads it)")
+        said = " ".join(row.text(k) or "" for k in ("source", "notes", "parallel.pp_schedule"))
+        if re.search(DEEPEP, said, re.IGNORECASE) and row.get("moe.dispatcher") is None:
+            self.set_known("moe.dispatcher", "deepep", "dispatcher DeepEP/HybridEP: one network "
+                           "copy of a token per remote node")
+        if re.search(EP_OVERLAP, said, re.IGNORECASE) \
+                and row.get("parallel.ep_comm_overlap") is None:
+            self.set_known("parallelism.ep_comm_overlap", True,
+                           "all-to-all overlapped with another micro-batch's compute")
 
     def hardware(self, node_ids: list[str], node_hbm: dict[str, tuple[float, str]]) -> None:
         row, sets, notes = self.row, self.sets, self.notes
@@ -541,6 +569,9 @@ class _Mapper:
                     ("parallelism.overlap_p2p_comm", False, None)):
                 if row.get(key.replace("parallelism.", "parallel.")) is None:
                     self.set_known(key, value, note)
+        if re.search(NVIDIA_RECIPES, said) and row.get("training.grad_bytes") is None:
+            self.set_known("training.grad_bytes", 2,
+                           "NVIDIA performance recipe: gradients reduced in bf16 (2 bytes)")
         if sets["training.precision"] == "fp16":
             # fp16 mixed precision keeps fp16 gradients (Micikevicius et al. 2018); Megatron-LM
             # accumulates and reduces them in fp32 only for bf16.

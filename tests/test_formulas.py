@@ -257,3 +257,26 @@ def test_zero3_with_pipeline_keeps_stage_weights_gathered(engine):
     assert r["weight_memory"] == pytest.approx(2 * p)
     assert r["grad_memory"] == pytest.approx(4 * p / n + 2 * p)
     assert r["zero3_working_memory"] == pytest.approx(2 * r["params_per_layer"] / 8 * (2 + 4))
+
+
+def test_network_collectives_use_the_nic_efficiency(engine):
+    """Inside a node a data-parallel ring runs at NVLink's collective efficiency; across nodes
+    at the NIC's (scaleout_efficiency, 0.94 of 25 GB/s on the A100 node)."""
+    r = engine.evaluate(GPT3)  # tp 8 fills a node: dp rings cross the network
+    assert r["scaleout_link_bandwidth"] == pytest.approx(0.94 * r["scaleout_bandwidth"])
+    assert r["dp_bandwidth"] == r["scaleout_link_bandwidth"]
+    assert r["tp_bandwidth"] == r["collective_efficiency"] * r["scaleup_bandwidth"]
+    same = engine.evaluate(GPT3, ["hardware.scaleout_efficiency=0"])  # 0: collective_efficiency
+    assert same["dp_bandwidth"] == pytest.approx(r["collective_efficiency"]
+                                                 * r["scaleout_bandwidth"])
+
+
+@pytest.mark.parametrize("vpp, window", [(1, 1), (2, (1 + 8) / 2), (3, (1 + 8 * 2) / 3)])
+def test_interleaving_spreads_gradient_reduction_over_the_chunks(engine, vpp, window):
+    """Megatron-LM reduces each model chunk's gradients as its last backward ends: with v
+    chunks and p stages, chunk j's are final p x j chunk passes before the end of the step."""
+    r = engine.evaluate(GPT3, [f"parallelism.vpp={vpp}", "model.layers=96"])
+    assert r["chunk_sync_window"] == pytest.approx(window)
+    assert r["dp_overlap_window"] == pytest.approx(window * r["stage_microbatch_backward_time"])
+    assert r["dp_gather_overlap_window"] == pytest.approx(
+        window * r["stage_microbatch_forward_time"])

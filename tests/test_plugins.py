@@ -225,9 +225,32 @@ def test_node_limited_routing_sends_one_network_copy_per_node(engine):
     free = engine.evaluate(MIXTRAL, sets)
     limited = engine.evaluate(MIXTRAL, sets + ["moe.max_nodes_per_token=1"])
     assert free["ep_network_copies_share"] == 1 and limited["ep_network_copies_share"] == 0.5
-    network = free["ep_inter_share"] * free["ep_dispatch_bytes"] / (
-        free["collective_efficiency"] * free["scaleout_bandwidth"])
+    network = free["ep_inter_share"] * free["ep_dispatch_bytes"] / free["scaleout_link_bandwidth"]
     assert free["ep_a2a_time"] - limited["ep_a2a_time"] == pytest.approx(network / 2, rel=1e-6)
+
+
+def test_deepep_sends_a_token_once_to_each_remote_node_holding_its_experts(engine):
+    # top-2 over two nodes: the remote node holds at least one of a token's experts with
+    # probability 1 - (1/2)^2 = 3/4, against 2 x 1/2 = 1 remote copy sent one by one
+    sets = ["parallelism.etp=2", "training.seq_len=65536"]
+    copies = engine.evaluate(MIXTRAL, sets)
+    once = engine.evaluate(MIXTRAL, sets + ["moe.dispatcher=deepep"])
+    assert once["ep_domains"] == 2 and once["ep_remote_domains_hit"] == pytest.approx(0.75)
+    assert once["ep_network_copies_share"] == pytest.approx(0.75)
+    assert once["ep_a2a_time"] < copies["ep_a2a_time"]
+    inside = engine.evaluate(MIXTRAL, ["moe.dispatcher=deepep"])  # 8 ranks: one node
+    assert inside["ep_network_copies_share"] == 1 and inside["ep_inter_share"] == 0
+
+
+def test_1f1b_all_to_all_overlap_hides_like_dualpipe(engine):
+    sets = ["parallelism.etp=2"]
+    dual = engine.evaluate(MIXTRAL, sets + ["parallelism.schedule=dualpipe"])
+    overlapped = engine.evaluate(MIXTRAL, sets + ["parallelism.ep_comm_overlap=true"])
+    plain = engine.evaluate(MIXTRAL, sets)
+    assert overlapped["ep_comm_exposed_per_layer"] == dual["ep_comm_exposed_per_layer"]
+    assert plain["ep_comm_exposed_per_layer"] == pytest.approx(
+        plain["moe_layer_share"] * plain["ep_comm_per_moe_layer"])
+    assert overlapped["ep_comm_exposed_per_layer"] < plain["ep_comm_exposed_per_layer"]
 
 
 def test_dualpipe_hides_expert_all_to_all_behind_the_paired_chunk(engine):

@@ -274,6 +274,54 @@ def test_moe_rows_map_to_the_plugin_keys(engine):
     assert (c["moe.experts"], c["moe.top_k"], c["parallelism.ep"]) == ("8", "2", "8")
 
 
+def _moe_row(**sections):
+    base = {"model": {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8,
+                      "ffn_hidden": 14336, "vocab": 32000, "seq_len": 4096, "experts": 8,
+                      "top_k": 2},
+            "parallel": {"tp": 2, "pp": 1, "dp": 32, "ep": 8},
+            "batch": {"global_batch_sequences": 256, "micro_batch": 1}}
+    for k, val in sections.items():
+        base[k] = {**base.get(k, {}), **val} if isinstance(val, dict) else val
+    return _row(**{k: _Replace(v) if isinstance(v, dict) else v for k, v in base.items()})
+
+
+def _sets(engine, row) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in _map(engine, row).sets)
+
+
+def test_moe_dispatcher_and_overlap_as_the_run_states_them(engine):
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    plain = _sets(engine, _moe_row())
+    assert "moe.dispatcher" not in plain and "parallelism.ep_comm_overlap" not in plain
+    c = _sets(engine, _moe_row(notes="Dispatcher DeepEP; EP spans 4 nodes.",
+                               parallel={"pp_schedule": "1F1B with a2a overlap"}))
+    assert c["moe.dispatcher"] == "deepep" and c["parallelism.ep_comm_overlap"] == "true"
+    c = _sets(engine, _moe_row(notes="NCCL all-to-all dispatcher (not DeepEP)"))
+    assert "moe.dispatcher" not in c
+
+
+def test_expert_tp_falls_back_to_one_when_tp_times_ep_does_not_fit(engine):
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    # tp 2 x ep 32 = 64 > the 2 x 16 ranks of a stage: the published run used etp 1
+    m = _map(engine, _moe_row(model={"experts": 128}, parallel={"dp": 16, "pp": 2, "ep": 32}))
+    c = dict(item.split("=", 1) for item in m.sets)
+    assert c["parallelism.etp"] == "1"
+    assert any("etp = 1" in a for a in m.assumptions)
+    assert "parallelism.etp" not in _sets(engine, _moe_row())  # tp 2 x ep 8 fits: default
+
+
+@pytest.mark.parametrize("source, grad_bytes", [
+    ("NVIDIA NeMo docs, performance_summary.md (NeMo 24.07)", "2"),
+    ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", "2"),
+    ("NVIDIA/dgxc-benchmarking llama3.1/README.md", "2"),
+    ("NVIDIA NeMo AutoModel docs/performance-summary.md", None),
+    ("pytorch/torchtitan benchmarks", None)])
+def test_nvidia_performance_recipes_reduce_gradients_in_bf16(engine, source, grad_bytes):
+    assert _sets(engine, _row(source=source)).get("training.grad_bytes") == grad_bytes
+
+
 def test_moe_rows_without_the_plugin_are_skipped():
     from dlformula.core import Engine
     from dlformula.resources import builtin_folders
