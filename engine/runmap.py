@@ -369,6 +369,15 @@ class _Mapper:
             for key, item in row.section(section).items():
                 if key in moe_aliases or (section == "model" and key in MODEL_FIELDS):
                     continue
+                if isinstance(item.value, dict) and key in ("mla", "moe"):
+                    # a nested block (model.mla: {kv_lora_rank: ...}) as its own section
+                    for sub, value in item.value.items():
+                        if f"{key}.{sub}" in self.known:
+                            sets[f"{key}.{sub}"] = value.value
+                        else:
+                            notes.append(f"{section}.{key}.{sub} ignored (no loaded formula "
+                                         "reads it)")
+                    continue
                 target = next((f"{p}.{key}" for p in prefixes if f"{p}.{key}" in self.known),
                               None)
                 if target is not None:
