@@ -74,9 +74,10 @@ def test_layouts_that_cannot_run(run):
     assert err.splitlines() == [
         f"error: {p}:3: tp x pp x dp x cp = 1792 but hardware.gpus = 1000; make the product "
         "equal the GPU count",
-        f"error: {p}:3: model.layers = 96 does not split over pp x vpp = 7 x 14 (an uneven "
-        "split needs at least vpp blocks on every stage, one per model chunk); choose another "
-        "pp or vpp",
+        f"error: {p}:3: model.layers = 96 does not split over pp x vpp = 7 x 15 (an uneven "
+        "split needs a block in every model chunk: vpp blocks on each stage, vpp - 1 on the "
+        "first and last, whose extra chunk may hold only the embedding or the loss); choose "
+        "another pp or vpp",
         f"error: {p}:4: training.global_batch = 1500 is not divisible by dp x micro_batch = "
         "16 x 1; change the batch, dp or micro_batch",
         f"error: {p}:4: the interleaved schedule needs micro-batches (93.75 microbatch) to be a "

@@ -219,9 +219,12 @@ def test_interleaved_uneven_stages_split_per_gpu(engine):
 def test_a_split_leaving_a_chunk_without_blocks_is_refused(engine):
     from dlformula.errors import DlfError
 
-    m = _map(engine, _row(parallel={"vpp": 16}))  # 15 blocks cannot fill 16 chunks
-    with pytest.raises(DlfError, match="126 does not split over pp x vpp = 8 x 16"):
+    m = _map(engine, _row(parallel={"vpp": 17}))  # 15 blocks cannot fill 16 of 17 chunks
+    with pytest.raises(DlfError, match="126 does not split over pp x vpp = 8 x 17"):
         engine.evaluate(None, m.sets)
+    # 15 blocks in 16 chunks: the extra one holds the embedding or the loss (Megatron-LM's
+    # account-for-embedding/loss-in-pipeline-split)
+    engine.evaluate(None, _map(engine, _row(parallel={"vpp": 16})).sets)
 
 
 def test_unknown_precision_is_skipped(engine):

@@ -1,0 +1,223 @@
+"""Regenerate the figures in docs/validation.md from `dlformula validate`.
+
+    python docs/update_validation.py          # rewrite docs/validation.md
+    python docs/update_validation.py --check  # exit 1 if docs/validation.md is out of date
+
+Each block between `<!-- validate: NAME -->` and `<!-- end validate -->` is replaced by what
+the shipped model predicts now: `summary`, `distribution` and `by-source` over the public runs
+(../shared/validation/public_runs.yaml), `rows` (every public run), `held-out` (the runs files
+in bench/runs/, which no figure is fitted on) and `ablations` (each modelling choice undone
+alone). The prose around the blocks is written by hand. tests/test_docs.py runs the --check
+form when ../shared is checked out.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "validation.md"
+PUBLIC = ROOT.parent / "shared" / "validation" / "public_runs.yaml"
+HELD_OUT = sorted((ROOT / "bench" / "runs").glob("*.yaml"))
+BLOCK = re.compile(r"(<!-- validate: ([\w-]+) -->\n)(.*?)(<!-- end validate -->)", re.S)
+
+# Groups of the public runs for the by-source table, by run id; a run in none of them is shown
+# under "other", so none is left out.
+GROUPS = [
+    ("Narayanan et al. 2021, Table 1 (Megatron-LM weak scaling, A100)", "narayanan21_t1_*"),
+    ("Narayanan et al. 2021, Table 2, PTD-P (A100)", "narayanan21_t2_ptdp_*"),
+    ("Narayanan et al. 2021, Table 2, DeepSpeed ZeRO-3 (A100)", "narayanan21_t2_zero3_*"),
+    ("Korthikanti et al. 2022, Table 5 and sec. 6.3 (A100)", "korthikanti22_*"),
+    ("NVIDIA NeMo 24.07 (H100)", "nemo*"),
+    ("MosaicML llm-foundry (H100)", "mosaic_*_h100_*"),
+    ("MosaicML llm-foundry (A100)", "mosaic_*_a100_*"),
+    ("torchtitan 2024-12 (H100 96 GB, 500 W)", "torchtitan_*"),
+]
+# Each modelling choice removed alone from the shipped model, figures not refitted: a label,
+# the config item a run must have for the change to apply (None: every run), the --set items.
+ABLATIONS = [
+    ("network collectives at NVLink's collective efficiency, not the NIC's", None,
+     ["hardware.scaleout_efficiency=0"]),
+    ("NVIDIA performance recipes reducing gradients in fp32", "training.grad_bytes=2",
+     ["training.grad_bytes=4"]),
+    ("perfect overlap (overlap_efficiency 1)", None, ["parallelism.overlap_efficiency=1"]),
+    ("no FlashAttention-3 class for Transformer Engine stacks", "training.attention_kernel=fa3",
+     ["training.attention_kernel=fa2"]),
+    ("DeepSpeed ZeRO-3 at the node's NIC bandwidth", "parallelism.dp_node_nics=false",
+     ["parallelism.dp_node_nics=true"]),
+    ("torchtitan's selective checkpointing as Megatron-LM's", "training.recompute=op",
+     ["training.recompute=selective"]),
+    ("no allocator overhead on the peak", None, ["training.allocator_overhead=0"]),
+    ("all-to-all dispatch sending every routed copy (no DeepEP)", "moe.dispatcher=deepep",
+     ["moe.dispatcher=alltoall"]),
+]
+BINS = [(0, 0.02, "< 2%"), (0.02, 0.05, "2-5%"), (0.05, 0.10, "5-10%"), (0.10, 0.12, "10-12%"),
+        (0.12, 0.20, "12-20%"), (0.20, float("inf"), "≥ 20%")]
+LABELS = {"step_time_s": "step time", "memory_gib_peak": "peak memory",
+          "layer_fwd_bwd_ms": "layer fwd+bwd"}
+UNITS = {"step_time_s": "s", "memory_gib_peak": "GiB", "layer_fwd_bwd_ms": "ms"}
+SUFFIX = {"step_time_s": "", "memory_gib_peak": " (memory)", "layer_fwd_bwd_ms": " (layer)"}
+
+
+def pct(x: float, signed: bool = False) -> str:
+    return f"{x * 100:+.1f}%" if signed else f"{x * 100:.1f}%"
+
+
+def num(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def errors(report: dict[str, Any], key: str) -> list[tuple[str, float]]:
+    return [(r["id"], r["rel_error"][key]) for r in report["rows"]
+            if key in r.get("rel_error", {})]
+
+
+def summary(report: dict[str, Any]) -> str:
+    s = report["summary"]
+    lines = ["| | goal | shipped model |", "|---|---:|---:|"]
+    goals = {("step_time_s", "median_abs"): "≤ 5%", ("step_time_s", "p90_abs"): "≤ 12%",
+             ("memory_gib_peak", "median_abs"): "≤ 8%"}
+    for key in ("step_time_s", "memory_gib_peak", "layer_fwd_bwd_ms"):
+        if key not in s:
+            continue
+        t = s[key]
+        lines.append(f"| {LABELS[key]}, median \\|error\\| ({t['n']} runs) | "
+                     f"{goals.get((key, 'median_abs'), '')} | **{pct(t['median_abs'])}** |")
+        lines.append(f"| {LABELS[key]}, p90 \\|error\\| | {goals.get((key, 'p90_abs'), '')} | "
+                     f"**{pct(t['p90_abs'])}** |")
+        lines.append(f"| {LABELS[key]}, mean / max \\|error\\|, signed median | | "
+                     f"{pct(t['mean_abs'])} / {pct(t['max_abs'])}, "
+                     f"{pct(t['median_signed'], True)} |")
+    lines.append(f"| runs skipped (listed with the reason below) | | {s['skipped']} |")
+    return "\n".join(lines) + "\n"
+
+
+def distribution(report: dict[str, Any]) -> str:
+    lines = ["| \\|error\\| | " + " | ".join(b[2] for b in BINS) + " |",
+             "|---|" + "---:|" * len(BINS)]
+    for key in ("step_time_s", "memory_gib_peak"):
+        errs = [abs(e) for _, e in errors(report, key)]
+        if errs:
+            counts = [sum(lo <= e < hi for e in errs) for lo, hi, _ in BINS]
+            lines.append(f"| {LABELS[key]} ({len(errs)} runs) | "
+                         + " | ".join(str(c) for c in counts) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def by_source(report: dict[str, Any]) -> str:
+    from dlformula.validate import percentile
+
+    groups: dict[str, list[float]] = {}
+    for rid, e in errors(report, "step_time_s"):
+        label = next((g for g, pattern in GROUPS if fnmatch.fnmatchcase(rid, pattern)), "other")
+        groups.setdefault(label, []).append(e)
+    lines = ["| source | runs | median \\|error\\| | signed median | max \\|error\\| |",
+             "|---|---:|---:|---:|---:|"]
+    for label, errs in groups.items():
+        absolute = [abs(e) for e in errs]
+        lines.append(f"| {label} | {len(errs)} | {pct(percentile(absolute, 50))} | "
+                     f"{pct(percentile(errs, 50), True)} | {pct(max(absolute))} |")
+    return "\n".join(lines) + "\n"
+
+
+def rows(report: dict[str, Any]) -> str:
+    lines = ["| run | target | predicted | error |", "|---|---:|---:|---:|"]
+    for r in report["rows"]:
+        if "skipped" in r:
+            lines.append(f"| {r['id']} | skipped: {r['skipped']} | | |")
+            continue
+        for key in ("step_time_s", "memory_gib_peak", "layer_fwd_bwd_ms"):
+            if key in r["target"]:
+                lines.append(f"| {r['id']}{SUFFIX[key]} | {num(r['target'][key])} {UNITS[key]} "
+                             f"| {num(r['predicted'][key])} {UNITS[key]} | "
+                             f"{pct(r['rel_error'][key], True)} |")
+    return "\n".join(lines) + "\n"
+
+
+def held_out(reports: dict[str, dict[str, Any]]) -> str:
+    out = []
+    for path in HELD_OUT:
+        report = reports[path.stem.replace("_published", "")]
+        name = path.relative_to(ROOT)
+        s = report["summary"]
+        parts = [f"{LABELS[k]}: n={s[k]['n']}, median {pct(s[k]['median_abs'])}, p90 "
+                 f"{pct(s[k]['p90_abs'])}, max {pct(s[k]['max_abs'])}, signed median "
+                 f"{pct(s[k]['median_signed'], True)}" for k in LABELS if k in s]
+        out.append(f"`{name}`: " + "; ".join(parts or ["nothing predicted"])
+                   + f"; skipped {s['skipped']}.\n")
+        out.append("\n" + rows(report) + "\n")
+    return "".join(out) or "No held-out runs files in bench/runs/.\n"
+
+
+def ablations(engine: Any, reports: dict[str, dict[str, Any]]) -> str:
+    """Error statistics with each choice of ABLATIONS undone, over every runs file."""
+    from dlformula.validate import percentile, predict
+
+    def stats(label: str, change: tuple[str | None, list[str]] | None) -> str:
+        cells = []
+        for name, report in reports.items():
+            for key in ("step_time_s", "memory_gib_peak") if name == "public" else (
+                    "step_time_s",):
+                errs = []
+                for r in report["rows"]:
+                    if key not in r.get("rel_error", {}):
+                        continue
+                    e = r["rel_error"][key]
+                    if change is not None and (change[0] is None or change[0] in r["config"]):
+                        got = predict(engine, r["config"] + change[1])[key]
+                        e = (got - r["target"][key]) / r["target"][key]
+                    errs.append(abs(e))
+                cells.append(f"{pct(percentile(errs, 50))} / {pct(percentile(errs, 90))}")
+        return f"| {label} | " + " | ".join(cells) + " |"
+
+    head = ["public step time", "public peak memory"] + [f"held-out {n} step time"
+                                                         for n in reports if n != "public"]
+    lines = ["| variant (median / p90 \\|error\\|) | " + " | ".join(head) + " |",
+             "|---|" + "---:|" * len(head), stats("as shipped", None)]
+    lines += [stats(label, (when, sets)) for label, when, sets in ABLATIONS]
+    return "\n".join(lines) + "\n"
+
+
+def render(text: str) -> str:
+    from dlformula.core import Engine
+    from dlformula.validate import validate
+
+    engine = Engine()
+    public = validate(engine, str(PUBLIC))
+    held = {path.stem.replace("_published", ""): validate(engine, str(path))
+            for path in HELD_OUT}
+    makers = {"summary": lambda: summary(public), "distribution": lambda: distribution(public),
+              "by-source": lambda: by_source(public), "rows": lambda: rows(public),
+              "held-out": lambda: held_out(held),
+              "ablations": lambda: ablations(engine, {"public": public, **held})}
+
+    def replace(m: re.Match) -> str:
+        name = m.group(2)
+        if name not in makers:
+            sys.exit(f"docs/validation.md: unknown block '{name}' (one of {', '.join(makers)})")
+        return m.group(1) + makers[name]() + m.group(4)
+
+    return BLOCK.sub(replace, text)
+
+
+def main() -> int:
+    if not PUBLIC.exists():
+        print(f"{PUBLIC} is not there: check out ../shared beside the project")
+        return 1
+    text = DOC.read_text()
+    new = render(text)
+    if "--check" in sys.argv:
+        if new != text:
+            print("docs/validation.md is out of date: run python docs/update_validation.py")
+            return 1
+        return 0
+    DOC.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
