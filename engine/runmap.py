@@ -288,9 +288,9 @@ def map_row(row: Row, known: set[str], node_ids: list[str],
     """
     m = _Mapper(row, known)
     m.model()
-    m.moe()
     m.hardware(node_ids, node_hbm)
     m.layout()
+    m.moe()
     m.training()
     m.batch()
     return Mapped([f"{k}={_fmt(v)}" for k, v in m.sets.items()], m.notes)
@@ -412,9 +412,8 @@ class _Mapper:
         if etp is None and ep > 1:
             # Megatron-core defaults etp to tp; a published layout where tp x ep does not fit
             # the ranks of a stage ran with etp = 1 (the MoE recipes' usual choice).
-            tp = row.integer("parallel.tp", 1) or 1
-            ranks = tp * (row.integer("parallel.cp", 1) or 1) * (row.integer("parallel.dp", 1)
-                                                                 or 1)
+            tp = self.sets["parallelism.tp"]
+            ranks = tp * self.sets["parallelism.cp"] * self.sets["parallelism.dp"]
             if tp > 1 and ranks % (tp * ep):
                 etp = 1
                 self.notes.append(f"etp not given, and etp = tp = {tp} times ep = {ep} does not "
@@ -535,8 +534,8 @@ class _Mapper:
 
     def training(self) -> None:
         row, sets, notes = self.row, self.sets, self.notes
-        said = (row.text("parallel.recompute") or "unknown").strip()
-        recompute = _first_match(RECOMPUTE, said)
+        written = (row.text("parallel.recompute") or "unknown").strip()
+        recompute = _first_match(RECOMPUTE, written)
         if recompute == "selective" and "torchtitan" in (row.text("source") or "").lower():
             # torchtitan's selective checkpointing is per-op (its Llama 3 configs set
             # selective_ac_option = 'op'), not Megatron-LM's attention-only recompute.
@@ -545,7 +544,7 @@ class _Mapper:
         elif recompute is not None:
             sets["training.recompute"] = recompute
         else:
-            notes.append(f"recompute {said}: the model's default")
+            notes.append(f"recompute {written}: the model's default")
         text = (row.text("precision") or row.text("training.precision") or "bf16").strip()
         precision = _first_match(PRECISIONS, text, "")
         if not precision:
