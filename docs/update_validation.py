@@ -138,10 +138,9 @@ def rows(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def held_out(reports: dict[str, dict[str, Any]]) -> str:
+def held_out(reports: dict[Path, dict[str, Any]]) -> str:
     out = []
-    for path in HELD_OUT:
-        report = reports[path.stem.replace("_published", "")]
+    for path, report in reports.items():
         name = path.relative_to(ROOT)
         s = report["summary"]
         parts = [f"{LABELS[k]}: n={s[k]['n']}, median {pct(s[k]['median_abs'])}, p90 "
@@ -188,12 +187,11 @@ def render(text: str) -> str:
 
     engine = Engine()
     public = validate(engine, str(PUBLIC))
-    held = {path.stem.replace("_published", ""): validate(engine, str(path))
-            for path in HELD_OUT}
+    held = {path: validate(engine, str(path)) for path in HELD_OUT}
+    named = {"public": public, **{p.stem.replace("_published", ""): r for p, r in held.items()}}
     makers = {"summary": lambda: summary(public), "distribution": lambda: distribution(public),
               "by-source": lambda: by_source(public), "rows": lambda: rows(public),
-              "held-out": lambda: held_out(held),
-              "ablations": lambda: ablations(engine, {"public": public, **held})}
+              "held-out": lambda: held_out(held), "ablations": lambda: ablations(engine, named)}
 
     def replace(m: re.Match) -> str:
         name = m.group(2)
