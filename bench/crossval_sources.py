@@ -24,7 +24,7 @@ from dlformula.core import Engine
 from dlformula.validate import percentile, predict, validate
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = ROOT.parent / "shared" / "validation" / "public_runs.yaml"
+RUNS = ROOT / "runs" / "public.yaml"
 CLIP = 0.5
 SOURCES = [("Megatron-LM 2021 (Narayanan, PTD-P)", lambda i: i.startswith("narayanan21")
             and "zero3" not in i),

@@ -16,7 +16,7 @@ serves every selected run: nothing is fitted per run or per source.
     python bench/fit_efficiency.py --target memory_gib_peak \
         --grid training.allocator_overhead=0:0.3:0.01
 
-RUNS defaults to ../shared/validation/public_runs.yaml.
+RUNS defaults to the shipped public set, runs/public.yaml.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dlformula.core import Engine
 from dlformula.validate import percentile, predict, validate
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = ROOT.parent / "shared" / "validation" / "public_runs.yaml"
+RUNS = ROOT / "runs" / "public.yaml"
 CLIP = 0.5
 
 

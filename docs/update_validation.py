@@ -5,10 +5,10 @@
 
 Each block between `<!-- validate: NAME -->` and `<!-- end validate -->` is replaced by what
 the shipped model predicts now: `summary`, `distribution` and `by-source` over the public runs
-(../shared/validation/public_runs.yaml), `rows` (every public run), `held-out` (the runs files
-in bench/runs/, which no figure is fitted on) and `ablations` (each modelling choice undone
-alone). The prose around the blocks is written by hand. tests/test_docs.py runs the --check
-form when ../shared is checked out.
+(the shipped set runs/public.yaml), `rows` (every public run), `held-out` (every other shipped
+runs file, runs/*.yaml, which no figure is fitted on) and `ablations` (each modelling choice
+undone alone). The prose around the blocks is written by hand. tests/test_docs.py runs the
+--check form.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "validation.md"
-PUBLIC = ROOT.parent / "shared" / "validation" / "public_runs.yaml"
-HELD_OUT = sorted((ROOT / "bench" / "runs").glob("*.yaml"))
+PUBLIC = ROOT / "runs" / "public.yaml"
+HELD_OUT = sorted(p for p in (ROOT / "runs").glob("*.yaml") if p != PUBLIC)
 BLOCK = re.compile(r"(<!-- validate: ([\w-]+) -->\n)(.*?)(<!-- end validate -->)", re.S)
 
 # Groups of the public runs for the by-source table, by run id; a run in none of them is shown
@@ -149,7 +149,7 @@ def held_out(reports: dict[Path, dict[str, Any]]) -> str:
         out.append(f"`{name}`: " + "; ".join(parts or ["nothing predicted"])
                    + f"; skipped {s['skipped']}.\n")
         out.append("\n" + rows(report) + "\n")
-    return "".join(out) or "No held-out runs files in bench/runs/.\n"
+    return "".join(out) or "No held-out runs files in runs/.\n"
 
 
 def ablations(engine: Any, reports: dict[str, dict[str, Any]]) -> str:
@@ -188,7 +188,7 @@ def render(text: str) -> str:
     engine = Engine()
     public = validate(engine, str(PUBLIC))
     held = {path: validate(engine, str(path)) for path in HELD_OUT}
-    named = {"public": public, **{p.stem.replace("_published", ""): r for p, r in held.items()}}
+    named = {"public": public, **{p.stem.replace("held-out-", ""): r for p, r in held.items()}}
     makers = {"summary": lambda: summary(public), "distribution": lambda: distribution(public),
               "by-source": lambda: by_source(public), "rows": lambda: rows(public),
               "held-out": lambda: held_out(held), "ablations": lambda: ablations(engine, named)}
@@ -203,9 +203,6 @@ def render(text: str) -> str:
 
 
 def main() -> int:
-    if not PUBLIC.exists():
-        print(f"{PUBLIC} is not there: check out ../shared beside the project")
-        return 1
     text = DOC.read_text()
     new = render(text)
     if "--check" in sys.argv:

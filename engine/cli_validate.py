@@ -19,7 +19,7 @@ import click
 def validate(ctx: click.Context, runs: str, fmt: str, only: str | None) -> None:
     """Predict every run in RUNS and compare with what was measured.
 
-    RUNS is a YAML list of published runs (the schema of ../shared/validation/public_runs.yaml):
+    RUNS is a YAML list of published runs (the schema of the shipped runs/public.yaml):
     model shape, hardware, parallel layout, batch, precision, and a `target` block with
     step_time_s, memory_gib_peak and/or layer_fwd_bwd_ms. Each run becomes a config by the
     mapping in docs/validation.md; the table shows predicted / target and the relative error,

@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from dlformula import runmap
 from dlformula import validate as v
-from dlformula.errors import UsageError
+from dlformula.errors import UsageError, display_path
+from dlformula.validation import mapping
+from dlformula.validation.report import _hbm_specs
+from dlformula.validation.runsfile import Row
 
 DATA = Path(__file__).resolve().parent / "data" / "validation"
 RUNS = str(DATA / "runs.yaml")
-PUBLIC = Path(__file__).resolve().parents[2] / "shared" / "validation" / "public_runs.yaml"
+SHIPPED = Path(__file__).resolve().parents[1] / "runs"
+PUBLIC = SHIPPED / "public.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -182,14 +185,13 @@ def _row(**sections):
 
     from dlformula.yamlfile import load_yaml
 
-    return runmap.Row(load_yaml(yaml.safe_dump([base]), "t.yaml", UsageError).value[0], "t.yaml",
-                  [])
+    return Row(load_yaml(yaml.safe_dump([base]), "t.yaml", UsageError).value[0], "t.yaml", [])
 
 
 def _map(engine, row):
     known = {d.config for d in engine.model.inputs.values() if d.config}
     ids = engine.catalog.node_ids()
-    return v.map_row(row, known, ids, v._hbm_specs(engine.catalog, ids))
+    return v.map_row(row, known, ids, _hbm_specs(engine.catalog, ids))
 
 
 def test_uneven_stages_and_local_batch(engine):
@@ -340,7 +342,7 @@ def test_moe_rows_without_the_plugin_are_skipped():
     ("NVIDIA H200", "h200"), ("GB200 NVL72", "gb200-nvl72"), ("B200", "b200"),
     ("MI300X", "mi300x"), ("TPU v4", None)])
 def test_gpu_names(engine, gpu, node):
-    assert runmap._node_for(gpu, engine.catalog.node_ids()) == node
+    assert mapping._node_for(gpu, engine.catalog.node_ids()) == node
 
 
 # -- the command --------------------------------------------------------------------------------
@@ -367,7 +369,7 @@ def test_cli_only_matching_nothing(run_validate):
     code, out, err = run_validate("validate", RUNS, "--only", "nothing-like-this")
     assert code == 2
     assert err == ("error: --only 'nothing-like-this' matches no run id in "
-                   f"{v.display_path(RUNS)}\n")
+                   f"{display_path(RUNS)}\n")
 
 
 def test_cli_missing_file(run_validate):
@@ -379,13 +381,13 @@ def test_cli_missing_file(run_validate):
 def test_malformed_yaml_names_file_and_line(run_validate):
     code, out, err = run_validate("validate", str(DATA / "bad_yaml.yaml"))
     assert code == 2
-    assert err == (f"error: {v.display_path(str(DATA / 'bad_yaml.yaml'))}:4: YAML syntax "
+    assert err == (f"error: {display_path(str(DATA / 'bad_yaml.yaml'))}:4: YAML syntax "
                    "error: did not find expected key; fix the indentation or quoting on this "
                    "line\n")
 
 
 def test_malformed_fields_all_reported_with_lines(run_validate):
-    path = v.display_path(str(DATA / "bad_fields.yaml"))
+    path = display_path(str(DATA / "bad_fields.yaml"))
     code, out, err = run_validate("validate", str(DATA / "bad_fields.yaml"))
     assert code == 2
     assert err.splitlines() == [
@@ -404,7 +406,6 @@ def test_not_a_list(tmp_path, engine):
 
 # -- the public set -----------------------------------------------------------------------------
 
-@pytest.mark.skipif(not PUBLIC.exists(), reason="../shared/validation is not checked out")
 def test_public_runs_are_all_accounted_for(engine):
     import yaml
 
@@ -416,10 +417,10 @@ def test_public_runs_are_all_accounted_for(engine):
             assert math.isfinite(value) and value > 0
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "bench" / "runs")
-                                        .glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(p for p in SHIPPED.glob("*.yaml") if p != PUBLIC),
+                         ids=lambda p: p.name)
 def test_held_out_runs_files_are_all_accounted_for(engine, path):
-    """The held-out runs files in bench/runs read cleanly, and every run is predicted or
+    """The held-out runs files shipped in runs/ read cleanly, and every run is predicted or
     skipped with a reason (docs/validation.md reports them)."""
     import yaml
 

@@ -1,11 +1,6 @@
-"""Runs files: reading published training runs and mapping each one to config keys.
-
-A runs file (../shared/validation/public_runs.yaml is the public one) is a YAML list of rows,
-each a published measurement: `model`, `hardware`, `parallel`, `batch`, `precision` and a
-`target` block. `load_runs` reads it (every malformed field reported with its line), `Row`
-gives typed access to one row, and `map_row` turns a row into config keys (`--set` strings) by
-the mapping in docs/validation.md, recording every default it had to pick. A row the model
-cannot express raises `Skip` with the reason.
+"""The mapping: one row of a runs file -> config keys (`--set` strings) by the table in
+docs/validation.md, recording every default it had to pick. A row the model cannot express
+raises `Skip` with the reason.
 
 Nothing here is tuned per row: the mapping reads only what a row states (and documented
 defaults where it is silent), never its `measured`, `derived` or `target` figures.
@@ -13,103 +8,28 @@ defaults where it is silent), never its `measured`, `derived` or `target` figure
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, NamedTuple
 
-from .errors import DlfError, UsageError, display_path, raise_all
-from .yamlfile import Located, read_user_yaml
-
-# GPU names as sources print them -> hardware node ids. First match wins; a row may instead
-# name a node directly with `hardware.node`.
-GPU_PATTERNS: list[tuple[str, str]] = [
-    (r"gb200", "gb200-nvl72"),
-    (r"b200", "b200"),
-    (r"h200", "h200"),
-    (r"h100.*pcie", "h100-pcie"),
-    (r"h100", "h100-sxm"),
-    (r"h800", "h800-sxm"),
-    (r"a100.*40\s*gb", "a100-sxm4-40gb"),
-    (r"a100", "a100-sxm4-80gb"),
-    (r"a800", "a800-sxm4-80gb"),
-    (r"mi325", "mi325x"),
-    (r"mi300", "mi300x"),
-    (r"mi250", "mi250x"),
-    (r"v5p", "tpu-v5p"),
-    (r"trainium\s*2|trn2", "trainium2"),
-]
-
-# Known variants of a node type, matched on the GPU name after the node: config overrides and
-# why. torchtitan's H100s are a 96 GB HBM2e part at a 500 W limit; its benchmark page gives
-# 2.4 TB/s and says the peak is "between SXM and NVL" without a figure, so the peaks are the
-# midpoint of the two datasheets (SXM 989.4 / NVL 835.5 dense BF16 TFLOP/s, FP8 twice that).
-GPU_VARIANTS: list[tuple[str, dict[str, str], str]] = [
-    (r"h100.*96\s*gb.*hbm2e", {
-        "hardware.hbm_bandwidth": "2.4 TB/s",
-        "hardware.peak_flops_bf16": "912.45 TFLOP/s",
-        "hardware.peak_flops_fp16": "912.45 TFLOP/s",
-        "hardware.peak_flops_fp8": "1824.7 TFLOP/s",
-        "hardware.peak_flops_tf32": "456 TFLOP/s",
-    }, "H100 96GB HBM2e: 2.4 TB/s (torchtitan benchmark page); peaks midway between the H100 "
-       "SXM and NVL datasheets (the page says 'between SXM and NVL')"),
-]
-
-# Config keys a row may never set: they would feed a measurement back into the prediction.
-RESERVED_KEYS = {"training.achieved_flops_per_gpu"}
-
-# Precision as sources write it ("bf16 (amp)", "amp_bf16", "bf16-mixed", "fp8 (torchao
-# float8)", "MXFP8") -> the model's precision: the first pattern found anywhere in the text
-# wins, most specific first (an FP8 run names BF16 too, for its other tensors).
-PRECISIONS: list[tuple[str, str | None]] = [
-    (r"fp4|float4", None),  # 4-bit training: not modelled
-    (r"fp8|float8|e4m3", "fp8"),
-    (r"bf16|bfloat16", "bf16"),
-    (r"fp16|float16|half", "fp16"),
-    (r"tf32", "tf32"),
-    (r"fp32|float32", "tf32"),
-]
-# Activation recompute as sources write it -> the model's choice (None: the default).
-RECOMPUTE: list[tuple[str, str | None]] = [
-    (r"unknown|not given|n/a", None),
-    (r"selective", "selective"),
-    (r"^op\b|per-op|op-level", "op"),
-    (r"full|uniform|block|^true$|^yes$|^on$", "full"),
-    (r"none|^false$|^no$|^off$|disabled|^0$", "none"),
-]
-
-# MoE fields a row may carry (in `model` or `moe`) -> the MoE plugin's config keys.
-MOE_FIELDS: dict[str, tuple[str, ...]] = {
-    "moe.experts": ("experts", "num_experts", "n_routed_experts", "moe_experts",
-                    "num_local_experts"),
-    "moe.top_k": ("top_k", "moe_top_k", "experts_per_token", "num_experts_per_tok",
-                  "active_experts"),
-    "moe.expert_ffn_hidden": ("expert_ffn_hidden", "moe_ffn_hidden", "moe_intermediate_size",
-                              "expert_hidden"),
-    "moe.shared_experts": ("shared_experts", "n_shared_experts", "num_shared_experts"),
-    "moe.first_dense_layers": ("first_dense_layers", "first_k_dense_replace",
-                               "dense_layers"),
-    "moe.moe_every": ("moe_every", "moe_layer_freq", "moe_frequency"),
-    "moe.capacity_factor": ("capacity_factor", "moe_capacity_factor"),
-    "moe.max_nodes_per_token": ("max_nodes_per_token", "node_limit", "topk_group"),
-}
-# Row fields read explicitly below; any other `model` field is passed through when a loaded
-# formula reads `model.<field>` (or `mla.<field>`), and otherwise listed as ignored.
-MODEL_FIELDS = {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len",
-                "params_billion", "arch", "head_dim", "glu", "norm", "tied_embeddings",
-                "linear_bias", "position_embedding", "name"}
-# Parallel fields read explicitly; any other `parallel` field whose `parallelism.<field>` a
-# loaded formula reads (cp_comm, tp_comm_overlap, bucket_size, ...) passes through.
-PARALLEL_FIELDS = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "zero", "fsdp",
-                   "recompute", "pp_schedule", "async_tp"}
-# FlashAttention (Dao et al., arXiv:2205.14135, May 2022) reached Megatron-LM and other
-# frameworks after that; runs published before it ran unfused attention.
-FLASH_ARXIV_YYMM = 2206
-FLASH_YEAR = 2023
-
-
-# Batch fields, first given wins.
-GLOBAL_BATCH_FIELDS = ("global_batch_sequences", "global_batch", "global_batch_size", "gbs")
-MICRO_BATCH_FIELDS = ("micro_batch", "micro_batch_size", "mbs")
+from .conventions import (
+    DEEPEP,
+    EP_OVERLAP,
+    FA3_WORDS,
+    FLASH_ARXIV_YYMM,
+    FLASH_YEAR,
+    GLOBAL_BATCH_FIELDS,
+    GPU_PATTERNS,
+    GPU_VARIANTS,
+    MICRO_BATCH_FIELDS,
+    MODEL_FIELDS,
+    MOE_FIELDS,
+    NVIDIA_RECIPES,
+    PARALLEL_FIELDS,
+    PRECISIONS,
+    RECOMPUTE,
+    RESERVED_KEYS,
+)
+from .runsfile import Row
 
 
 class Skip(Exception):
@@ -121,121 +41,6 @@ class Mapped(NamedTuple):
     assumptions: list[str]
 
 
-# -- reading a runs file ------------------------------------------------------------------------
-
-def load_runs(path: str, errors: list[DlfError] | None = None) -> list[Located]:
-    """The well-formed rows of a runs file, each a `Located` mapping with an `id`.
-
-    A file that is not a YAML list of runs raises UsageError naming file:line. Malformed runs
-    (no id, a duplicate id, a section that is not a mapping) are left out and reported in
-    `errors` when given (the caller raises them with its own), else raised here.
-    """
-    dpath = display_path(path)
-    root = read_user_yaml(path, "runs file", "give a YAML list of runs such as "
-                          "../shared/validation/public_runs.yaml")
-    rows = root.value
-    if isinstance(rows, dict) and "runs" in rows:  # {runs: [...]} is accepted too
-        rows = rows["runs"].value
-    if not isinstance(rows, list) or not rows:
-        raise UsageError("a runs file is a YAML list of runs (- id: ..., model: ..., "
-                         "hardware: ..., parallel: ..., target: ...)", dpath, root.line)
-    own = errors is None
-    errors = [] if errors is None else errors
-    good: list[Located] = []
-    seen: dict[str, int] = {}
-    for row in rows:
-        if not isinstance(row.value, dict):
-            errors.append(UsageError("each run must be a mapping with an 'id'", dpath, row.line))
-            continue
-        rid = row.value.get("id")
-        if rid is None or not isinstance(rid.value, (str, int)) or rid.value == "":
-            errors.append(UsageError("run has no 'id'; give each run a unique id", dpath,
-                                     row.line))
-            continue
-        if str(rid.value) in seen:
-            errors.append(UsageError(f"duplicate run id '{rid.value}' (first on line "
-                                     f"{seen[str(rid.value)]}); make ids unique", dpath,
-                                     rid.line))
-            continue
-        seen[str(rid.value)] = rid.line
-        bad = False
-        for section in ("model", "hardware", "parallel", "batch", "target", "moe", "mla",
-                        "training"):
-            body = row.value.get(section)
-            if body is not None and body.value is not None and not isinstance(body.value, dict):
-                errors.append(UsageError(f"run '{rid.value}': '{section}' must be a mapping",
-                                         dpath, body.line))
-                bad = True
-        if not bad:
-            good.append(row)
-    if own:
-        raise_all(errors)
-    return good
-
-
-class Row:
-    """Typed access to one row's fields; type errors are collected with their line."""
-
-    def __init__(self, row: Located, path: str, errors: list[DlfError]) -> None:
-        self.row = row
-        self.path = path
-        self.errors = errors
-        self.id = str(row.value["id"].value)
-
-    def get(self, dotted: str) -> Located | None:
-        node: Any = self.row
-        for part in dotted.split("."):
-            if not isinstance(node.value, dict) or part not in node.value:
-                return None
-            node = node.value[part]
-        return None if node.value is None else node
-
-    def section(self, name: str) -> dict[str, Located]:
-        item = self.get(name)
-        return item.value if item is not None and isinstance(item.value, dict) else {}
-
-    def _bad(self, key: str, item: Located, want: str) -> None:
-        self.errors.append(UsageError(f"run '{self.id}': {key} = {item.value!r} is not {want}",
-                                      self.path, item.line))
-
-    def number(self, key: str, integer: bool = False, minimum: float = 0) -> float | int | None:
-        item = self.get(key)
-        if item is None:
-            return None
-        v = item.value
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
-            self._bad(key, item, "an integer" if integer else "a number")
-            return None
-        if integer and v != int(v):
-            self._bad(key, item, "an integer")
-            return None
-        if v < minimum:
-            self._bad(key, item, f"a number >= {minimum}")
-            return None
-        return int(v) if integer else v
-
-    def integer(self, key: str, minimum: int = 0) -> int | None:
-        v = self.number(key, True, minimum)
-        return None if v is None else int(v)
-
-    def flag(self, key: str) -> bool | None:
-        item = self.get(key)
-        if item is None:
-            return None
-        v = item.value
-        if isinstance(v, bool):
-            return v
-        if isinstance(v, str) and v.lower() in ("true", "false", "yes", "no"):
-            return v.lower() in ("true", "yes")
-        self._bad(key, item, "true or false")
-        return None
-
-    def text(self, key: str) -> str | None:
-        item = self.get(key)
-        return None if item is None else str(item.value)
-
-
-# -- the mapping --------------------------------------------------------------------------------
 
 def _node_for(gpu: str, node_ids: list[str]) -> str | None:
     low = gpu.lower()
@@ -246,20 +51,6 @@ def _node_for(gpu: str, node_ids: list[str]) -> str | None:
 
 
 # Words in a run's source, notes or architecture that name a stack whose attention kernel is
-# Hopper-native (Transformer Engine's cuDNN fused attention, FlashAttention-3).
-FA3_WORDS = ("nemo", "transformer engine", "megatron", "mcore", "cudnn", "flashattention-3",
-             "flash-attention-3", "flash attention 3", "dgxc")
-# MoE runs that say they dispatch tokens with DeepEP/HybridEP (Megatron-LM's flex dispatcher),
-# or overlap the all-to-alls with another micro-batch's compute.
-DEEPEP = r"(?<!not )\b(deepep|hybridep|flex dispatcher)\b"
-EP_OVERLAP = r"overlap-moe-expert-parallel-comm|a2a[ _-]overlap|all-to-all/compute overlap|" \
-             r"1f1b overlap"
-# A run of NVIDIA's published performance recipes (NeMo, Megatron-Bridge, DGX Cloud
-# benchmarking), which reduce gradients in bf16 (NeMo-Framework-Launcher configs:
-# optim.grad_sync_dtype bf16; NeMo 2 scripts/performance and Megatron-Bridge performance
-# configs: grad_reduce_in_fp32 = False). NeMo AutoModel is PyTorch FSDP2, not these recipes.
-NVIDIA_RECIPES = r"\bnemo\b(?!\s*automodel)|megatron-bridge|dgxc"
-
 
 def _flash_attention(source: str, arch: str) -> tuple[bool, str | None]:
     """Fused attention on or off, from what the row says or when it was published."""
