@@ -12,6 +12,7 @@ import os
 import re
 from typing import Any, NamedTuple
 
+from .defs import InputDef
 from .errors import DlfError, UsageError, did_you_mean, display_path, raise_all
 from .model import CompiledModel
 from .resources import Catalog, Node, Preset
@@ -57,27 +58,6 @@ class Config:
         self.raw = raw or {}  # dotted key -> plain value
 
 
-def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Located]:
-    """`--set parallelism.tp=4` -> {"parallelism.tp": Located(4, 0)}."""
-    out = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep or not key or not all(p.isidentifier() for p in key.split(".")):
-            raise UsageError(f"--set '{item}': write SECTION.KEY=VALUE, e.g. "
-                             "--set parallelism.tp=4")
-        try:
-            node = load_yaml(text or "null", "--set", UsageError)
-        except UsageError:
-            raise UsageError(f"--set '{item}': the value is not valid YAML; quote text, e.g. "
-                             f"--set {key}='...'") from None
-        if isinstance(node.value, (dict, list)):
-            raise UsageError(f"--set '{item}': the value must be a single number, word or "
-                             "true/false")
-        out[key] = Located(node.value, 0)
-    return out
-
-
 def read_config_file(path: str) -> dict[str, Located]:
     """Flatten a config file into dotted keys with lines."""
     root = read_user_yaml(path, "config file", "give the path to a YAML config (see examples/)")
@@ -107,10 +87,12 @@ def read_config_file(path: str) -> dict[str, Located]:
 
 def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
             sets: dict[str, Located] | None = None, check_layout: bool = True,
-            hf_config: str | None = None) -> Config:
-    """Turn a config file and overrides into the numbers every input takes."""
+            hf_config: str | None = None, flat: dict[str, Located] | None = None) -> Config:
+    """Turn a config file and overrides into the numbers every input takes. `flat`: the
+    config file as `read_config_file` returns it, when the caller has it already."""
     dpath = display_path(path) if path else "<no config>"
-    flat = read_config_file(path) if path else {}
+    if flat is None:
+        flat = read_config_file(path) if path else {}
     sets = sets or {}
     by_key = {d.config: d for d in model.inputs.values() if d.config}
     errors: list[DlfError] = []
@@ -203,17 +185,9 @@ def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
             raw, origin = d.default, Origin("default")
         else:
             raw, origin = entry[0].value, entry[1]
-        value = raw
-        if isinstance(raw, str) and not d.choices and d.domain.kind != "boolean":
-            value = _parse_quantity_text(raw, d.unit)
-        choice_labels = tuple(c for c, _ in d.choices)
-        problem = (d.domain.problem(value, choice_labels) if value is not None
-                   else "is missing a value")
+        value, problem = convert_input(d, raw)
         if problem:
-            shown = repr(raw) if isinstance(raw, str) else raw
-            errors.append(UsageError(f"{d.config} = {shown}: {problem}" + (
-                f" ({d.doc.rstrip('.')})" if d.doc else ""), origin.path if origin.kind != "set"
-                else "--set", origin.line))
+            errors.append(input_error(d, raw, problem, origin))
             continue
         values[name] = d.code(value)
         labels[name] = value
@@ -226,6 +200,24 @@ def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
     if check_layout:
         check_constraints(model, config)
     return config
+
+
+def convert_input(d: InputDef, raw: Any) -> tuple[Any, str | None]:
+    """A value given for input `d` (a number, a choice label, true/false, text such as
+    '80 GiB') -> (the value in the input's unit or its label, why it is refused or None)."""
+    value = raw
+    if isinstance(raw, str) and not d.choices and d.domain.kind != "boolean":
+        value = _parse_quantity_text(raw, d.unit)
+    if value is None:
+        return value, "is missing a value"
+    return value, d.domain.problem(value, tuple(c for c, _ in d.choices))
+
+
+def input_error(d: InputDef, raw: Any, problem: str, origin: Origin) -> UsageError:
+    shown = repr(raw) if isinstance(raw, str) else raw
+    return UsageError(f"{d.config} = {shown}: {problem}" + (
+        f" ({d.doc.rstrip('.')})" if d.doc else ""), origin.path if origin.kind != "set"
+        else "--set", origin.line)
 
 
 def _missing_errors(keys: list[str], node: Node | None, preset: Preset | None,
@@ -287,32 +279,9 @@ def _blame(names: list[str], config: Config, model: CompiledModel) -> tuple[str,
     return best or (config.path, None)
 
 
-_PLACEHOLDER = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*)\}")
-
-
 def fill_message(message: str, values: dict[str, Any], model: CompiledModel) -> str:
-    def sub(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name not in values:
-            return m.group(0)
-        v = values[name]
-        d = model.inputs.get(name)
-        if d is not None:
-            v = d.label(v)
-        unit = d.unit if d is not None else (model.quantities[name].unit
-                                             if name in model.quantities else "1")
-        if isinstance(v, (bool, str)):
-            return str(v).lower() if isinstance(v, bool) else v
-        if isinstance(v, float) and v == int(v) and abs(v) < 1e4:
-            v = int(v)
-        if isinstance(v, int) and abs(v) < 1e4:
-            return str(v)
-        from .humanize import human
-
-        n, u = human(v, unit)
-        return f"{n} {u}".strip()
-
-    return _PLACEHOLDER.sub(sub, message)
+    """`{name}` placeholders filled with values (see CompiledModel.fill_message)."""
+    return model.fill_message(message, values)
 
 
 def _convert(value: float, from_unit: str, to_unit: str) -> float:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -243,9 +242,8 @@ def printed_formulas(engine: Any, names: dict[str, str]) -> dict[str, Any]:
     the text is therefore cached beside the compiled model, keyed by the formula files, the
     names and the exporter's own code, and a warm export never imports sympy.
     """
-    from . import __version__
+    from . import __version__, cache
     from .expr import known_function_names
-    from .model import cache_dir
 
     model = engine.model
     key = hashlib.sha256(f"{model.digest}|{__version__}".encode())
@@ -255,23 +253,17 @@ def printed_formulas(engine: Any, names: dict[str, str]) -> dict[str, Any]:
         except OSError:
             pass
     key.update(json.dumps([names, sorted(known_function_names())]).encode())
-    path = cache_dir() / f"excel-{key.hexdigest()[:32]}.json"
+    entry = f"excel-{key.hexdigest()[:32]}.json"
     if engine.use_cache:
         try:
-            cached = json.loads(path.read_text(encoding="utf-8"))
+            cached = json.loads(cache.read_bytes(entry) or b"")
             if set(cached["quantities"]) == set(model.quantities):
                 return dict(cached)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             pass  # missing or damaged: print afresh
     printed = print_formulas(engine.formula_set, names, _plugin_functions())
-    if engine.use_cache:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(printed), encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only cache only makes the next export slower
+    if engine.use_cache:  # (a read-only cache only makes the next export slower)
+        cache.write_bytes(entry, json.dumps(printed).encode("utf-8"))
     return printed
 
 

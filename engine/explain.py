@@ -4,16 +4,23 @@ Each quantity is shown once, as written in its formula file, with its doc, sourc
 with a config, the same formula with the numbers substituted and the value with its unit. Later
 references to an already-explained name say so instead of repeating it. Nothing is inlined
 symbolically: substituting the whole graph into itself is what makes naive tools take minutes.
+
+Everything printed here comes from the compiled model (the formula text as written, doc, source,
+location, dependencies, the definitions an override replaced, which plugin a file comes from),
+so a warm `explain` reads the model cache and imports no sympy; only `--latex` builds the sympy
+expressions.
 """
 
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .core import Engine, Result
 from .errors import UsageError, did_you_mean, display_path
 from .report import human
+
+if TYPE_CHECKING:
+    from .core import Engine, Result
 
 
 def _value_text(value: Any, unit: str) -> str:
@@ -47,13 +54,15 @@ def _substituted(expr_text: str, values: dict[str, Any]) -> str:
 
 def explain(engine: Engine, name: str, result: Result | None = None, depth: int | None = None,
             latex: bool = False) -> str:
-    fs = engine.formula_set
-    if fs.definition(name) is None:
+    fs = engine.model
+    if name not in fs.quantities and name not in fs.inputs and name not in fs.constants:
+        names = [*fs.inputs, *fs.constants, *fs.quantities]
         raise UsageError(f"no quantity or input named '{name}'"
-                         f"{did_you_mean(name, fs.names())}; `dlformula list` shows them all")
+                         f"{did_you_mean(name, names)}; `dlformula list` shows them all")
+    exprs = engine.formula_set.exprs if latex else {}
     lines: list[str] = []
     seen: set[str] = set()
-    origins = {s.path: s.origin for s in fs.sources}
+    origins = fs.origins
     values = result.values if result else {}
     # What a reader sees substituted: choice labels and true/false rather than their codes.
     shown_values: dict[str, Any] = dict(values)
@@ -92,15 +101,14 @@ def explain(engine: Engine, name: str, result: Result | None = None, depth: int 
         if latex:
             import sympy
 
-            lines.append(f"{pad}latex: {sympy.latex(fs.exprs[n])}")
+            lines.append(f"{pad}latex: {sympy.latex(exprs[n])}")
         lines.append(f"{pad}{q.doc}")
         lines.append(f"{pad}source: {q.source}")
         lines.append(f"{pad}defined at {display_path(q.path)}:{q.line}  [{q.unit}]")
-        for old in fs.overridden.get(n, []):
+        for old_path, old_line, old_expr in fs.replaced.get(n, []):
             by = origins.get(q.path, "")
             who = f"overridden by plugin '{by}'" if by and by != "dlformula" else "overrides"
-            lines.append(f"{pad}{who}, was {display_path(old.path)}:{old.line}: "
-                         f"{' '.join(getattr(old, 'expr', '').split())}")
+            lines.append(f"{pad}{who}, was {display_path(old_path)}:{old_line}: {old_expr}")
         if result is not None:
             lines.append(f"{pad}= {_substituted(q.expr, shown_values)}")
             lines.append(f"{pad}= {_value_text(values[n], q.unit)}")

@@ -1,25 +1,30 @@
 """A compiled model: definitions plus generated code, cached on disk.
 
-The cache is keyed by a hash of every loaded formula file (and the dlformula and Python
-versions), so editing a formula, adding a plugin or upgrading invalidates it. A warm load reads
-one marshal file: no YAML parsing of formulas, no sympy, no networkx.
+A model is cached under the content digest of every loaded formula file (and the dlformula and
+Python versions and the code-generating modules), so editing a formula, adding a plugin or
+upgrading invalidates it. A second, small index maps the files' *stamps* (inode, size and
+modification time of each, see `cache.file_stamp`) to that digest, so a warm start reads no
+formula file at all: it lists the formula folders, stats their files and reads one marshal
+file. A stamp that changed without the content changing (a `git checkout`, a `touch`) costs
+one reading of the texts, not a rebuild. No YAML parsing of formulas, no sympy, no networkx.
 """
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
+from . import cache
+from .cache import Key, file_stamp
 from .defs import ConstantDef, ConstraintDef, Domain, InputDef, QuantityDef
 from .errors import ModelError, display_path
 from .runtime import numpy_namespace, scalar_namespace
 
-CACHE_FORMAT = 5  # bump when the cached layout or the generated code changes shape
+CACHE_FORMAT = 6  # bump when the cached layout or the generated code changes shape
 _CODE_MODULES = ("codegen.py", "expr.py", "loader.py", "defs.py", "model.py", "runtime.py")
+MODELS_KEPT = 16  # compiled models kept in the cache folder (the newest)
 
 
 class CompiledModel:
@@ -31,7 +36,9 @@ class CompiledModel:
                  constraint_names: list[list[str]], summary: list[str], order: list[str],
                  deps: dict[str, list[str]], digest: str, source: str,
                  line_of: dict[int, str], overrides: dict[str, list[str]] | None = None,
-                 warning_defs: list[ConstraintDef] | None = None) -> None:
+                 warning_defs: list[ConstraintDef] | None = None,
+                 replaced: dict[str, list[tuple[str, int, str]]] | None = None,
+                 origins: dict[str, str] | None = None) -> None:
         self.inputs = inputs
         self.constants = constants
         self.quantities = quantities
@@ -45,6 +52,11 @@ class CompiledModel:
         self.line_of = line_of
         self.overrides = overrides or {}  # name -> ["path:line" it replaced]
         self.warning_defs = warning_defs or []
+        # What `explain` prints that the definitions alone do not hold, kept so a warm explain
+        # needs no sympy: each replaced definition (path, line, formula text) of an override,
+        # and which plugin each formula file comes from.
+        self.replaced = replaced or {}
+        self.origins = origins or {}
         self._code: Any = None
         self._fns: dict[Any, tuple[Any, Any]] = {}
         # Plugin functions the generated code calls: runtime name -> (scalar, numpy or None).
@@ -92,10 +104,36 @@ class CompiledModel:
         """Messages of the warnings whose condition fails for these evaluated values."""
         self.functions()
         fn = self._fns[("warnings", False, None)]
-        from .config import fill_message
-
-        return [fill_message(w.message, values, self)
+        return [self.fill_message(w.message, values)
                 for ok, w in zip(fn(values), self.warning_defs) if not ok]
+
+    def fill_message(self, message: str, values: dict[str, Any]) -> str:
+        """A constraint's or warning's message with each `{name}` replaced by its value: choice
+        labels, true/false, small whole numbers as they are, the rest in human units."""
+        import re
+
+        def sub(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name not in values:
+                return m.group(0)
+            v = values[name]
+            d = self.inputs.get(name)
+            if d is not None:
+                v = d.label(v)
+            unit = d.unit if d is not None else (self.quantities[name].unit
+                                                 if name in self.quantities else "1")
+            if isinstance(v, (bool, str)):
+                return str(v).lower() if isinstance(v, bool) else v
+            if isinstance(v, float) and v == int(v) and abs(v) < 1e4:
+                v = int(v)
+            if isinstance(v, int) and abs(v) < 1e4:
+                return str(v)
+            from .humanize import human
+
+            n, u = human(v, unit)
+            return f"{n} {u}".strip()
+
+        return re.sub(r"\{([A-Za-z][A-Za-z0-9_]*)\}", sub, message)
 
     def _pruned_source(self, only: list[str] | tuple[str, ...]) -> str:
         unknown = [n for n in only if n not in self.inputs and n not in self.constants
@@ -153,19 +191,22 @@ class CompiledModel:
     def names(self) -> list[str]:
         return [*self.inputs, *self.constants, *self.order]
 
-    # -- cache ----------------------------------------------------------------------------------
+    # -- cache ---------------------------------------------------------------------------------
     def pack(self) -> bytes:
+        """The model as marshal data: definitions as plain tuples (rebuilt with `_make`, no
+        keyword matching), the generated text and its compiled code object."""
         meta = {
             "format": CACHE_FORMAT,
-            "inputs": [_pack(d) for d in self.inputs.values()],
-            "constants": [_pack(d) for d in self.constants.values()],
-            "quantities": [_pack(d) for d in self.quantities.values()],
-            "constraints": [_pack(d) for d in self.constraints],
+            "inputs": [_flat(d) for d in self.inputs.values()],
+            "constants": [tuple(d) for d in self.constants.values()],
+            "quantities": [tuple(d) for d in self.quantities.values()],
+            "constraints": [tuple(d) for d in self.constraints],
             "constraint_names": self.constraint_names,
             "summary": self.summary, "order": self.order, "deps": self.deps,
             "digest": self.digest, "source": self.source,
             "line_of": list(self.line_of.items()), "overrides": self.overrides,
-            "warnings": [_pack(d) for d in self.warning_defs],
+            "replaced": self.replaced, "origins": self.origins,
+            "warnings": [tuple(d) for d in self.warning_defs],
             "code": self.code,
         }
         return marshal.dumps(meta)
@@ -175,61 +216,57 @@ class CompiledModel:
         m = marshal.loads(data)
         if m.get("format") != CACHE_FORMAT:
             raise ValueError("stale cache format")
+        inputs = {}
+        for t in m["inputs"]:
+            d = InputDef._make(t)
+            inputs[d.name] = d._replace(domain=Domain._make(d.domain))
+        make_c, make_q, make_k = ConstantDef._make, QuantityDef._make, ConstraintDef._make
         model = cls(
-            {d["name"]: _unpack(InputDef, d) for d in m["inputs"]},
-            {d["name"]: _unpack(ConstantDef, d) for d in m["constants"]},
-            {d["name"]: _unpack(QuantityDef, d) for d in m["quantities"]},
-            [_unpack(ConstraintDef, d) for d in m["constraints"]],
+            inputs,
+            {t[0]: make_c(t) for t in m["constants"]},
+            {t[0]: make_q(t) for t in m["quantities"]},
+            [make_k(t) for t in m["constraints"]],
             m["constraint_names"], m["summary"], m["order"], m["deps"], m["digest"],
             m["source"], dict(m["line_of"]), m["overrides"],
-            [_unpack(ConstraintDef, d) for d in m["warnings"]],
+            [make_k(t) for t in m["warnings"]], m["replaced"], m["origins"],
         )
         model._code = m["code"]
         return model
 
 
-def _pack(d: Any) -> dict[str, Any]:
-    return {k: (v._asdict() if isinstance(v, Domain) else v) for k, v in d._asdict().items()}
+def _flat(d: InputDef) -> tuple[Any, ...]:
+    return tuple(tuple(v) if isinstance(v, Domain) else v for v in d)
 
 
-def _unpack(cls: type, d: dict[str, Any]) -> Any:
-    d = dict(d)
-    if "domain" in d:
-        d["domain"] = Domain(**d["domain"])
-    if "choices" in d:
-        d["choices"] = tuple(tuple(c) for c in d["choices"])
-    return cls(**d)
+# -- the model cache -------------------------------------------------------------------------------
+def _code_stamps() -> str:
+    """The generated code also depends on the code that generates it: an edited engine (an
+    editable install) never runs stale generated code. Each module by its file stamp."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return "|".join(file_stamp(os.path.join(here, m)) for m in _CODE_MODULES)
 
 
-def cache_dir() -> Path:
-    env = os.environ.get("DLFORMULA_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "dlformula"
-
-
-def cache_path(digest: str) -> Path:
+def _base_key(kind: str) -> Key:
     from . import __version__
 
-    h = hashlib.sha256(f"{digest}|{__version__}|{sys.version}|{CACHE_FORMAT}".encode())
-    # The generated code also depends on the code that generates it: hash those modules too,
-    # so an edited engine (editable installs) never runs stale generated code.
-    here = Path(__file__).parent
-    for module in _CODE_MODULES:
-        try:
-            h.update((here / module).read_bytes())
-        except OSError:
-            pass
-    key = h.hexdigest()
-    return cache_dir() / f"model-{key[:32]}.marshal"
+    return Key(kind, str(CACHE_FORMAT), __version__, sys.version, _code_stamps())
+
+
+def content_entry(digest: str) -> str:
+    """The cache entry of the model built from formula files with this content digest."""
+    return f"model-{_base_key('model').add(digest).hex()}.marshal"
+
+
+def stamp_entry(stamp: str) -> str:
+    """The index entry that maps a stamp of the formula files (see `folder_stamp`) to the
+    content digest of the model built from them."""
+    return f"models/{_base_key('stamp').add(stamp).hex()}.marshal"
 
 
 def load_cached(digest: str) -> CompiledModel | None:
-    path = cache_path(digest)
-    try:
-        data = path.read_bytes()
-    except OSError:
+    """The model built from formula files with this content digest, if cached."""
+    data = cache.read_bytes(content_entry(digest))
+    if data is None:
         return None
     try:
         return CompiledModel.unpack(data)
@@ -237,15 +274,31 @@ def load_cached(digest: str) -> CompiledModel | None:
         return None
 
 
-def store_cached(model: CompiledModel) -> None:
-    path = cache_path(model.digest)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(model.pack())
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only home still works, only slower
+def load_stamped(stamp: str) -> CompiledModel | None:
+    """The model for formula files whose stamps are `stamp`: no formula file is read."""
+    digest = cache.load(stamp_entry(stamp))
+    if not isinstance(digest, str):
+        return None
+    model = load_cached(digest)
+    return model if model is not None and model.digest == digest else None
+
+
+def store_cached(model: CompiledModel, stamp: str | None = None) -> None:
+    """Keep the model under its content digest (and, given the files' stamp, index it)."""
+    cache.write_bytes(content_entry(model.digest), model.pack())
+    if stamp is not None:
+        remember_stamp(stamp, model.digest)
+    prune_models()
+
+
+def remember_stamp(stamp: str, digest: str) -> None:
+    cache.store(stamp_entry(stamp), digest)
+    cache.prune("models", 4 * MODELS_KEPT)
+
+
+def prune_models() -> None:
+    """Keep the newest MODELS_KEPT compiled models (every formula edit adds one)."""
+    cache.prune("", MODELS_KEPT, prefix="model-")
 
 
 def compile_model(fs: Any) -> CompiledModel:
@@ -254,12 +307,15 @@ def compile_model(fs: Any) -> CompiledModel:
 
     source, line_of = generate(fs)
     overrides = {n: [f"{d.path}:{d.line}" for d in ds] for n, ds in fs.overridden.items()}
+    replaced = {n: [(d.path, d.line, " ".join(getattr(d, "expr", "").split())) for d in ds]
+                for n, ds in fs.overridden.items()}
+    origins = {s.path: s.origin for s in fs.sources}
     checks = [(d, c) for d, c in zip(fs.constraints, fs.conditions) if d.kind == "constraint"]
     names = [_inputs_behind({s.name for s in c.free_symbols}, fs) for _, c in checks]
     warns = [d for d in fs.constraints if d.kind == "warning"]
     return CompiledModel(fs.inputs, fs.constants, fs.quantities, [d for d, _ in checks], names,
                          fs.summary, fs.order, fs.deps, fs.digest, source, line_of, overrides,
-                         warns)
+                         warns, replaced, origins)
 
 
 def _inputs_behind(names: set[str], fs: Any) -> list[str]:

@@ -21,18 +21,16 @@ that raises or returns the wrong thing -- become one `ModelError` line each, nam
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, NamedTuple
 
+from .diskpath import DiskPath, package_folder
 from .entry_points import GROUP, installed_entry_points, load_entry_point
 from .errors import DlfError, ModelError, did_you_mean, display_path, raise_all
-from .resources import DataFolder
+from .resources import Catalog, DataFolder
 from .sources import Source
 
 CORE = "dlformula"
@@ -63,9 +61,7 @@ class _Core:
         impl = hookspecs.hookimpl
 
         def _folder(kind: str) -> Any:
-            from importlib import resources
-
-            return lambda: [resources.files(f"dlformula.{kind}")]
+            return lambda: [package_folder(f"dlformula.{kind}")]
 
         self.formula_folders = impl(specname="formula_folders")(_folder("formulas"))
         self.hardware_folders = impl(specname="hardware_folders")(_folder("hardware"))
@@ -75,11 +71,11 @@ class _Core:
 class _LocalFolder:
     """The data subfolders of a local plugin folder, offered through the same hooks."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: str) -> None:
         from . import hookspecs
 
         for hook, sub in FOLDER_HOOKS.items():
-            path = root / sub
+            path = DiskPath(os.path.join(root, sub))
             if path.is_dir():
                 setattr(self, hook, hookspecs.hookimpl(specname=hook)(
                     lambda path=path: [path]))
@@ -272,7 +268,9 @@ class PluginSet:
         """What of the plugins, beyond their formula files, the generated code depends on."""
         parts = [f"{fn.name}|{_runtime_name(fn.name)}|{fn.args}|{fn.dims}|{fn.excel}|{owner}"
                  for owner, fn in self.functions()]
-        return hashlib.sha256("\n".join(parts).encode()).hexdigest() if parts else ""
+        from .cache import Key
+
+        return Key("functions", *parts).hex(64) if parts else ""
 
     def register_commands(self, cli: Any) -> list[str]:
         """Let every plugin add commands to `cli`; returns the names added."""
@@ -291,24 +289,7 @@ class PluginSet:
 
     def catalog(self, folders: list[DataFolder]) -> Any:
         """A hardware/preset catalog whose errors name the plugin a file comes from."""
-        from .resources import Catalog
-
-        plugins = self
-
-        class PluginCatalog(Catalog):
-            def node(self, *args: Any, **kwargs: Any) -> Any:
-                try:
-                    return super().node(*args, **kwargs)
-                except DlfError as exc:
-                    raise plugins.annotate(exc) from None
-
-            def preset(self, *args: Any, **kwargs: Any) -> Any:
-                try:
-                    return super().preset(*args, **kwargs)
-                except DlfError as exc:
-                    raise plugins.annotate(exc) from None
-
-        return PluginCatalog(folders)
+        return MemoCatalog(folders, self)
 
     def origin_of_path(self, path: str) -> str | None:
         """The plugin whose data file (or config_keys source) is at `path`."""
@@ -336,6 +317,38 @@ class PluginSet:
         if isinstance(exc, ErrorGroup):
             return ErrorGroup([one(e) for e in exc.errors])
         return one(exc)
+
+
+class MemoCatalog(Catalog):
+    """A catalog that reads each node or preset file once while the file is unchanged (by its
+    stamp), and whose errors name the plugin a file comes from."""
+
+    def __init__(self, folders: list[DataFolder], plugins: PluginSet | None = None) -> None:
+        super().__init__(folders)
+        self.plugins = plugins
+        self._memo: dict[tuple[str, str], tuple[str, Any]] = {}
+
+    def _read(self, kind: str, ident: str, where: Any, reader: Any) -> Any:
+        from .cache import file_stamp
+
+        entry = self._files[kind].get(ident)
+        stamp = (file_stamp(os.fspath(entry[0]))
+                 if entry is not None and isinstance(entry[0], os.PathLike) else "-")
+        hit = self._memo.get((kind, ident))
+        if hit is not None and hit[0] == stamp and stamp != "-":
+            return hit[1]
+        try:
+            value = reader(ident, where)
+        except DlfError as exc:
+            raise (self.plugins.annotate(exc) if self.plugins is not None else exc) from None
+        self._memo[(kind, ident)] = (stamp, value)
+        return value
+
+    def node(self, node_id: str, where: tuple[str | None, int | None] = (None, None)) -> Any:
+        return self._read("hardware", node_id, where, super().node)
+
+    def preset(self, preset_id: str, where: tuple[str | None, int | None] = (None, None)) -> Any:
+        return self._read("presets", preset_id, where, super().preset)
 
 
 # -- loading helpers ------------------------------------------------------------------------------
@@ -366,38 +379,44 @@ def _load_entry_points(env: Any, add: Any, errors: list[DlfError]) -> None:
 
 
 def _load_folder(path_text: str, where: str, add: Any, errors: list[DlfError]) -> None:
-    root = Path(path_text).expanduser()
-    if not root.is_dir():
+    root = os.path.expanduser(path_text)
+    if not os.path.isdir(root):
         errors.append(ModelError(f"{where}: plugin folder '{path_text}' does not exist or is "
                                  "not a folder"))
         return
-    name = root.resolve().name
+    resolved = os.path.realpath(root)
+    name = os.path.basename(resolved.rstrip(os.sep)) or resolved
     objects: list[Any] = [_LocalFolder(root)]
-    modules = [root / "__init__.py"] if (root / "__init__.py").is_file() else sorted(
-        root.glob("*.py"))
+    init = os.path.join(root, "__init__.py")
+    modules = [init] if os.path.isfile(init) else sorted(
+        os.path.join(root, n) for n in os.listdir(root)
+        if n.endswith(".py") and os.path.isfile(os.path.join(root, n)))
     for file in modules:
         try:
             objects.append(_import_file(file, name))
         except Exception as exc:
             errors.append(ModelError(f"plugin '{name}' ({display_path(root)}): cannot import "
-                                     f"{file.name}: {type(exc).__name__}: {exc}"))
+                                     f"{os.path.basename(file)}: {type(exc).__name__}: {exc}"))
             return
     if len(objects) == 1 and not any(hasattr(objects[0], h) for h in FOLDER_HOOKS):
         errors.append(ModelError(f"{where}: plugin folder '{path_text}' has no formulas/, "
                                  "hardware/ or presets/ folder and no Python hooks"))
         return
-    add(name, "", "folder", display_path(root.resolve()), objects)
+    add(name, "", "folder", display_path(resolved), objects)
 
 
-def _import_file(file: Path, plugin: str) -> Any:
+def _import_file(file: str, plugin: str) -> Any:
     """Import a local plugin's module under a private name (a package for __init__.py)."""
+    import importlib.util
+
     safe = "".join(c if c.isalnum() else "_" for c in plugin)
-    if file.name == "__init__.py":
+    base = os.path.basename(file)
+    if base == "__init__.py":
         modname = f"_dlformula_plugin_{safe}"
         spec = importlib.util.spec_from_file_location(
-            modname, file, submodule_search_locations=[str(file.parent)])
+            modname, file, submodule_search_locations=[os.path.dirname(file)])
     else:
-        modname = f"_dlformula_plugin_{safe}_{file.stem}"
+        modname = f"_dlformula_plugin_{safe}_{base[:-3]}"
         spec = importlib.util.spec_from_file_location(modname, file)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {file}")
@@ -437,8 +456,10 @@ def _unknown_hooks(pm: Any, infos: list[PluginInfo]) -> list[DlfError]:
 
 
 def _as_folder(item: Any) -> Any:
+    if isinstance(item, DiskPath):
+        return item
     if isinstance(item, (str, os.PathLike)):
-        return Path(item)
+        return DiskPath(item)
     if hasattr(item, "iterdir") and hasattr(item, "is_dir"):
         return item  # an importlib.resources Traversable
     return None

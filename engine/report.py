@@ -9,12 +9,14 @@ otherwise: training_days, gpu_hours, cost_usd, energy_kwh).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .core import Result
 from .errors import display_path
 from .humanize import _num, _scaled, human  # noqa: F401  (re-exported)
 from .units import parse_unit
+
+if TYPE_CHECKING:
+    from .core import Result
 
 
 def _matches(name: str, pattern: str | None) -> bool:

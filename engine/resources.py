@@ -6,7 +6,6 @@ install or a source checkout. Plugins add further folders of the same three kind
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any, NamedTuple
 
 from .errors import DlfError, ModelError, UsageError, did_you_mean, display_path, raise_all
@@ -32,7 +31,9 @@ class DataFolder(NamedTuple):
 
 
 def builtin_folders() -> list[DataFolder]:
-    return [DataFolder(kind, resources.files(f"dlformula.{kind}"))
+    from .diskpath import package_folder
+
+    return [DataFolder(kind, package_folder(f"dlformula.{kind}"))
             for kind in ("formulas", "hardware", "presets")]
 
 

@@ -7,22 +7,28 @@ is a scale (to SI base) and a dimension vector; unit text such as `GB/s`, `USD/(
 
 Dimension checking is deliberately only about dimensions: `training_days` in `day` and
 `training_time` in `s` share the time dimension; the formula writer converts the scale.
+
+Powers are integers in unit text, so a dimension is a tuple of ints; the formula language may
+raise a dimension to a fractional power (`sqrt`), which makes its entries Fractions (equal and
+hashing equal to the ints where they are whole). Neither `fractions` nor `ast` is imported for
+the units a config or hardware file uses on the start-up path; parsed units are remembered.
 """
 
 from __future__ import annotations
 
-import ast
-from fractions import Fraction
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 BASE = ("byte", "s", "FLOP", "USD", "J")
 
-Dim = tuple[Fraction, ...]
-DIMENSIONLESS: Dim = tuple(Fraction(0) for _ in BASE)
+Dim = tuple[Any, ...]  # int or Fraction powers, one per BASE
+DIMENSIONLESS: Dim = tuple(0 for _ in BASE)
 
 
 def _dim(**powers: int) -> Dim:
-    return tuple(Fraction(powers.get(b, 0)) for b in BASE)
+    return tuple(powers.get(b, 0) for b in BASE)
 
 
 class Unit(NamedTuple):
@@ -35,7 +41,7 @@ class Unit(NamedTuple):
     def __truediv__(self, other: Unit) -> Unit:
         return Unit(self.scale / other.scale, tuple(a - b for a, b in zip(self.dim, other.dim)))
 
-    def __pow__(self, p: Fraction) -> Unit:
+    def __pow__(self, p: int | Fraction) -> Unit:
         return Unit(self.scale ** float(p), tuple(a * p for a in self.dim))
 
 
@@ -77,19 +83,86 @@ class UnitSyntaxError(ValueError):
     pass
 
 
+_PARSED: dict[str, Unit] = {}  # unit text -> Unit, for texts that needed parsing
+
+
 def parse_unit(text: str | int | float) -> Unit:
     """Parse unit text such as `GB/s`, `USD/(GPU*h)`, `FLOP`, `1`."""
     text = str(text).strip()
-    if text in UNITS:
-        return UNITS[text]
+    unit = UNITS.get(text) or _PARSED.get(text) or _quick_parse(text)
+    if unit is not None:
+        if len(_PARSED) < 4096:
+            _PARSED[text] = unit
+        return unit
+    import ast  # the full reader: the exact message for any text the quick one refuses
+
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError) as exc:
         raise UnitSyntaxError(f"cannot read unit '{text}'") from exc
-    return _unit_node(tree.body, text)
+    unit = _unit_node(tree.body, text)
+    if len(_PARSED) < 4096:
+        _PARSED[text] = unit
+    return unit
 
 
-def _unit_node(node: ast.AST, text: str) -> Unit:
+def _quick_parse(text: str) -> Unit | None:
+    """`GB/s`, `USD/(GPU*h)`, `byte**2`: known names and `1` joined by `*`, `/`, `**` with a
+    whole exponent and parentheses, read the way Python's grammar reads them, without
+    importing ast. None for anything else (including every error): `_unit_node` decides."""
+    import re
+
+    tokens = re.findall(r"[A-Za-z_][A-Za-z0-9_]*|[1-9][0-9]*|0|\*\*|[*/()]|\S", text)
+    pos = 0
+
+    def peek() -> str | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def atom() -> Unit | None:
+        nonlocal pos
+        tok = peek()
+        pos += 1
+        if tok == "(":
+            inner = expr()
+            if inner is None or peek() != ")":
+                return None
+            pos += 1
+            return inner
+        if tok == "1":
+            return UNITS["1"]
+        return UNITS.get(tok) if tok and tok[0].isalpha() or tok == "_" else None
+
+    def power() -> Unit | None:
+        nonlocal pos
+        base = atom()
+        if base is None or peek() != "**":
+            return base
+        pos += 1
+        exponent = peek()
+        pos += 1
+        if exponent is None or not exponent.isdigit():
+            return None
+        return base ** int(exponent)
+
+    def expr() -> Unit | None:
+        nonlocal pos
+        left = power()
+        while left is not None and peek() in ("*", "/"):
+            op = peek()
+            pos += 1
+            right = power()
+            if right is None:
+                return None
+            left = left * right if op == "*" else left / right
+        return left
+
+    unit = expr()
+    return unit if unit is not None and pos == len(tokens) else None
+
+
+def _unit_node(node: Any, text: str) -> Unit:
+    import ast
+
     if isinstance(node, ast.Name):
         if node.id not in UNITS:
             from .errors import did_you_mean
@@ -108,7 +181,7 @@ def _unit_node(node: ast.AST, text: str) -> Unit:
         if isinstance(node.op, ast.Pow) and isinstance(node.right, ast.Constant):
             exponent = node.right.value
             if type(exponent) is int:
-                return _unit_node(node.left, text) ** Fraction(exponent)
+                return _unit_node(node.left, text) ** exponent
     raise UnitSyntaxError(
         f"cannot read unit '{text}': use unit names joined by '*', '/' and integer '**'"
     )
@@ -119,7 +192,7 @@ def format_dim(dim: Dim) -> str:
     num = [(b, p) for b, p in zip(BASE, dim) if p > 0]
     den = [(b, -p) for b, p in zip(BASE, dim) if p < 0]
 
-    def part(items: list[tuple[str, Fraction]]) -> str:
+    def part(items: list[tuple[str, Any]]) -> str:
         return "*".join(b if p == 1 else f"{b}**{p}" for b, p in items)
 
     if not num and not den:

@@ -12,10 +12,10 @@ preset without importing PyYAML (about 12 ms). Texts with errors are never cache
 
 from __future__ import annotations
 
-import marshal
 import os
 from typing import Any, NamedTuple
 
+from . import cache
 from .errors import DlfError, ModelError, raise_all
 
 YAML_CACHE_FORMAT = 1
@@ -40,16 +40,15 @@ class Located(NamedTuple):
 
 def load_yaml(text: str, path: str, error: type[DlfError] = ModelError) -> Located:
     """Parse `text` (from `path`) into a `Located` tree; raise `error` naming file and line."""
-    cache = _cache_file(text)
-    if cache is not None:
+    entry = _cache_entry(text)
+    if entry is not None:
         try:
-            with open(cache, "rb") as fh:
-                return _thaw(marshal.load(fh))
+            return _thaw(cache.load(entry))
         except Exception:  # not cached yet, or unreadable: parse
             pass
     result = _parse(text, path, error)
-    if cache is not None:
-        _store(cache, result)
+    if entry is not None:
+        _store(entry, result)
     return result
 
 
@@ -149,24 +148,22 @@ def read_user_yaml(path: str, what: str, hint: str) -> Located:
 def dump_yaml(data: Any) -> str:
     """`yaml.safe_dump(data, sort_keys=False)`, remembered in the cache folder by the exact
     data (for plugins' config_keys, turned into formula text on every run)."""
+    import marshal
+
     try:
         packed = marshal.dumps(data)
     except ValueError:  # not plain data: no key to cache it under
         packed = None
-    cache = _cache_file(packed, "dump") if packed is not None else None
-    if cache is not None:
-        try:
-            with open(cache, "rb") as fh:
-                text = marshal.load(fh)
-            if isinstance(text, str):
-                return text
-        except Exception:
-            pass
+    entry = _cache_entry(packed, "dump") if packed is not None else None
+    if entry is not None:
+        text = cache.load(entry)
+        if isinstance(text, str):
+            return text
     import yaml
 
     text = yaml.safe_dump(data, sort_keys=False)
-    if cache is not None:
-        _store(cache, text)
+    if entry is not None:
+        _store(entry, text)
     return text
 
 
@@ -206,66 +203,46 @@ _CACHE_KEY: list[Any] = []
 
 
 def _cache_key() -> Any:
-    """A hash of what parsing depends on besides the text -- Python, this module and the
-    installed PyYAML -- once per process; None without PyYAML (then nothing is cached)."""
+    """A key of what parsing depends on besides the text -- Python, this module and the
+    installed PyYAML, each file by its stamp -- once per process; None without PyYAML (then
+    nothing is cached). PyYAML is found without importing it."""
     if not _CACHE_KEY:
         key = None
         try:
-            import hashlib
             import sys
-            from importlib.util import find_spec
+            from importlib.machinery import PathFinder
 
-            spec = find_spec("yaml")
+            spec = PathFinder.find_spec("yaml")
             if spec is not None and spec.origin:
-                key = hashlib.sha256(f"{YAML_CACHE_FORMAT}|{sys.version}|".encode())
+                key = cache.Key("yaml", str(YAML_CACHE_FORMAT), sys.version)
                 for file in (__file__, spec.origin):
-                    st = os.stat(file)
-                    key.update(f"{file}|{st.st_mtime_ns}|{st.st_size}|".encode())
+                    key.add(file, cache.file_stamp(file))
         except Exception:
             key = None
         _CACHE_KEY.append(key)
     return _CACHE_KEY[0]
 
 
-def _cache_file(content: str | bytes, kind: str = "parse") -> str | None:
-    """Where the parse of a text (or the dump of packed data) is kept, in the cache folder's
-    yaml/; None when nothing is cached."""
+def _cache_entry(content: str | bytes, kind: str = "parse") -> str | None:
+    """The cache entry (in the cache folder's yaml/) of the parse of a text, or of the dump of
+    packed data; None when nothing is cached."""
     key = _cache_key()
     if key is None:
         return None
-    from .model import cache_dir
-
-    h = key.copy()
-    h.update(f"{kind}|".encode())
-    h.update(content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content)
-    return os.path.join(cache_dir(), "yaml", h.hexdigest()[:40] + ".marshal")
+    return f"yaml/{key.copy().add(kind, content).hex(40)}.marshal"
 
 
-def _store(cache: str, result: Located | str) -> None:
-    try:
-        folder = os.path.dirname(cache)
-        os.makedirs(folder, exist_ok=True)
-        tmp = f"{cache}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            marshal.dump(result if isinstance(result, str) else _freeze(result), fh)
-        os.replace(tmp, cache)
-        _prune(folder)
-    except (OSError, ValueError):
-        pass  # a read-only cache folder still works, only slower
+def _cache_file(content: str | bytes, kind: str = "parse") -> str | None:
+    """Where that entry is on disk."""
+    entry = _cache_entry(content, kind)
+    return cache.entry_path(entry) if entry is not None else None
 
 
-def _prune(folder: str) -> None:
-    """Keep the newest YAML_CACHE_ENTRIES entries (configs get edited; old texts pile up)."""
-    with os.scandir(folder) as it:
-        entries = [e for e in it if e.name.endswith(".marshal")]
-    if len(entries) <= YAML_CACHE_ENTRIES:
-        return
-    entries.sort(key=lambda e: e.stat().st_mtime_ns)
-    for e in entries[:len(entries) - YAML_CACHE_ENTRIES]:
-        try:
-            os.remove(e.path)
-        except OSError:
-            pass
+def _store(entry: str, result: Located | str) -> None:
+    """Keep a parse (or a dump); keep the newest YAML_CACHE_ENTRIES (configs get edited, old
+    texts pile up). A read-only cache folder still works, only slower."""
+    if cache.store(entry, result if isinstance(result, str) else _freeze(result)):
+        cache.prune("yaml", YAML_CACHE_ENTRIES)
 
 
 def _freeze(item: Located) -> tuple[Any, int]:

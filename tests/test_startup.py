@@ -111,7 +111,7 @@ def test_a_corrupt_entry_point_cache_is_ignored(site):
 
     install(site)
     _example(site)
-    _entry_point_cache_path().write_bytes(b"not marshal data")
+    Path(_entry_point_cache_path()).write_bytes(b"not marshal data")
     assert _example(site) == [("example", "dlformula_example", DIST_NAME, DIST_VERSION)]
     assert len(site.calls) == 2
 

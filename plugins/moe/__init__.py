@@ -10,12 +10,14 @@ dense model's numbers do not change. docs/plugins.md describes the model and its
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import Any
 
+from dlformula.diskpath import package_folder
 from dlformula.hookspecs import hookimpl
 
 
 @hookimpl
 def formula_folders() -> list[Any]:
-    return [resources.files(__name__) / "formulas"]
+    # (A third-party plugin writes `importlib.resources.files(__name__) / "formulas"`; the
+    # built-in one avoids importing importlib.resources on every start, see diskpath.py.)
+    return [package_folder(__name__) / "formulas"]
