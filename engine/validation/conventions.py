@@ -1,110 +1,293 @@
-"""Source conventions the mapping reads: how sources name accelerators, precisions and
-recompute modes, which fields mean what, and what a framework does when a run is silent."""
+"""Source conventions as data: conventions.yaml beside this module, read once per process.
+
+How sources spell keys, accelerators, precisions, recompute modes and schedules, what a
+framework does where a run is silent, and the values published recipes used. Every row of the
+file cites its source; a malformed row is a ModelError at its line (the file ships with
+dlformula, so a mistake in it is ours, exit 1).
+"""
 
 from __future__ import annotations
 
-# GPU names as sources print them -> hardware node ids. First match wins; a row may instead
-# name a node directly with `hardware.node`.
-GPU_PATTERNS: list[tuple[str, str]] = [
-    (r"gb200", "gb200-nvl72"),
-    (r"b200", "b200"),
-    (r"h200", "h200"),
-    (r"h100.*pcie", "h100-pcie"),
-    (r"h100", "h100-sxm"),
-    (r"h800", "h800-sxm"),
-    (r"a100.*40\s*gb", "a100-sxm4-40gb"),
-    (r"a100", "a100-sxm4-80gb"),
-    (r"a800", "a800-sxm4-80gb"),
-    (r"mi325", "mi325x"),
-    (r"mi300", "mi300x"),
-    (r"mi250", "mi250x"),
-    (r"v5p", "tpu-v5p"),
-    (r"trainium\s*2|trn2", "trainium2"),
-]
+import re
+from functools import lru_cache
+from typing import Any, NamedTuple
 
-# Known variants of a node type, matched on the GPU name after the node: config overrides and
-# why. torchtitan's H100s are a 96 GB HBM2e part at a 500 W limit; its benchmark page gives
-# 2.4 TB/s and says the peak is "between SXM and NVL" without a figure, so the peaks are the
-# midpoint of the two datasheets (SXM 989.4 / NVL 835.5 dense BF16 TFLOP/s, FP8 twice that).
-GPU_VARIANTS: list[tuple[str, dict[str, str], str]] = [
-    (r"h100.*96\s*gb.*hbm2e", {
-        "hardware.hbm_bandwidth": "2.4 TB/s",
-        "hardware.peak_flops_bf16": "912.45 TFLOP/s",
-        "hardware.peak_flops_fp16": "912.45 TFLOP/s",
-        "hardware.peak_flops_fp8": "1824.7 TFLOP/s",
-        "hardware.peak_flops_tf32": "456 TFLOP/s",
-    }, "H100 96GB HBM2e: 2.4 TB/s (torchtitan benchmark page); peaks midway between the H100 "
-       "SXM and NVL datasheets (the page says 'between SXM and NVL')"),
-]
+from ..errors import DlfError, ModelError, raise_all
+from ..yamlfile import Located, check_keys, load_yaml
 
 # Config keys a row may never set: they would feed a measurement back into the prediction.
 RESERVED_KEYS = {"training.achieved_flops_per_gpu"}
 
-# Precision as sources write it ("bf16 (amp)", "amp_bf16", "bf16-mixed", "fp8 (torchao
-# float8)", "MXFP8") -> the model's precision: the first pattern found anywhere in the text
-# wins, most specific first (an FP8 run names BF16 too, for its other tensors).
-PRECISIONS: list[tuple[str, str | None]] = [
-    (r"fp4|float4", None),  # 4-bit training: not modelled
-    (r"fp8|float8|e4m3", "fp8"),
-    (r"bf16|bfloat16", "bf16"),
-    (r"fp16|float16|half", "fp16"),
-    (r"tf32", "tf32"),
-    (r"fp32|float32", "tf32"),
-]
-# Activation recompute as sources write it -> the model's choice (None: the default).
-RECOMPUTE: list[tuple[str, str | None]] = [
-    (r"unknown|not given|n/a", None),
-    (r"selective", "selective"),
-    (r"^op\b|per-op|op-level", "op"),
-    (r"full|uniform|block|^true$|^yes$|^on$", "full"),
-    (r"none|^false$|^no$|^off$|disabled|^0$", "none"),
-]
-
-# MoE fields a row may carry (in `model` or `moe`) -> the MoE plugin's config keys.
-MOE_FIELDS: dict[str, tuple[str, ...]] = {
-    "moe.experts": ("experts", "num_experts", "n_routed_experts", "moe_experts",
-                    "num_local_experts"),
-    "moe.top_k": ("top_k", "moe_top_k", "experts_per_token", "num_experts_per_tok",
-                  "active_experts"),
-    "moe.expert_ffn_hidden": ("expert_ffn_hidden", "moe_ffn_hidden", "moe_intermediate_size",
-                              "expert_hidden"),
-    "moe.shared_experts": ("shared_experts", "n_shared_experts", "num_shared_experts"),
-    "moe.first_dense_layers": ("first_dense_layers", "first_k_dense_replace",
-                               "dense_layers"),
-    "moe.moe_every": ("moe_every", "moe_layer_freq", "moe_frequency"),
-    "moe.capacity_factor": ("capacity_factor", "moe_capacity_factor"),
-    "moe.max_nodes_per_token": ("max_nodes_per_token", "node_limit", "topk_group"),
-}
-# Row fields read explicitly below; any other `model` field is passed through when a loaded
-# formula reads `model.<field>` (or `mla.<field>`), and otherwise listed as ignored.
-MODEL_FIELDS = {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len",
-                "params_billion", "arch", "head_dim", "glu", "norm", "tied_embeddings",
-                "linear_bias", "position_embedding", "name"}
-# Parallel fields read explicitly; any other `parallel` field whose `parallelism.<field>` a
-# loaded formula reads (cp_comm, tp_comm_overlap, bucket_size, ...) passes through.
-PARALLEL_FIELDS = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "zero", "fsdp",
-                   "recompute", "pp_schedule", "async_tp"}
-# FlashAttention (Dao et al., arXiv:2205.14135, May 2022) reached Megatron-LM and other
-# frameworks after that; runs published before it ran unfused attention.
-FLASH_ARXIV_YYMM = 2206
-FLASH_YEAR = 2023
+TEXTS = ("source", "notes", "arch", "schedule", "texts")
+WHEN_FIELDS = {**{t: "regex the text must match" for t in TEXTS},
+               **{f"not_{t}": "regex the text must not match" for t in TEXTS},
+               "published_before": "{arxiv: YYMM, year: YYYY}",
+               "config": "{config key: value or [values]} the mapped config must have"}
 
 
-# Batch fields, first given wins.
-GLOBAL_BATCH_FIELDS = ("global_batch_sequences", "global_batch", "global_batch_size", "gbs")
-MICRO_BATCH_FIELDS = ("micro_batch", "micro_batch_size", "mbs")
+class Pattern(NamedTuple):
+    """A regex over a run's text and what it means."""
 
-# Hopper-native (Transformer Engine's cuDNN fused attention, FlashAttention-3).
-FA3_WORDS = ("nemo", "transformer engine", "megatron", "mcore", "cudnn", "flashattention-3",
-             "flash-attention-3", "flash attention 3", "dgxc")
-# MoE runs that say they dispatch tokens with DeepEP/HybridEP (Megatron-LM's flex dispatcher),
-# or overlap the all-to-alls with another micro-batch's compute.
-DEEPEP = r"(?<!not )\b(deepep|hybridep|flex dispatcher)\b"
-EP_OVERLAP = r"overlap-moe-expert-parallel-comm|a2a[ _-]overlap|all-to-all/compute overlap|" \
-             r"1f1b overlap"
-# A run of NVIDIA's published performance recipes (NeMo, Megatron-Bridge, DGX Cloud
-# benchmarking), which reduce gradients in bf16 (NeMo-Framework-Launcher configs:
-# optim.grad_sync_dtype bf16; NeMo 2 scripts/performance and Megatron-Bridge performance
-# configs: grad_reduce_in_fp32 = False). NeMo AutoModel is PyTorch FSDP2, not these recipes.
-NVIDIA_RECIPES = r"\bnemo\b(?!\s*automodel)|megatron-bridge|dgxc"
+    regex: re.Pattern[str]
+    value: Any
+    note: str | None
+    source: str
+    line: int
 
+
+class Variant(NamedTuple):
+    regex: re.Pattern[str]
+    node: str
+    sets: dict[str, Any]
+    note: str
+    source: str
+
+
+class Switch(NamedTuple):
+    key: str
+    on: Any  # a number, or {"input": config key} for that input's default
+    off: Any
+    note: str
+    source: str
+
+
+class Rule(NamedTuple):
+    """A framework convention: when `when` holds, set `sets` (a run's own values win)."""
+
+    name: str
+    when: dict[str, Any]
+    sets: dict[str, Any]
+    note: str
+    source: str
+    line: int
+
+
+class Recipe(NamedTuple):
+    knob: str
+    when: dict[str, Any]
+    value: Any
+    source: str
+    line: int
+
+
+class Conventions(NamedTuple):
+    sections: dict[str, str]  # spelling of a top-level block -> section
+    keys: dict[tuple[str, str], str]  # (section, spelling) -> canonical runs-file key
+    sources: dict[str, str]  # canonical key -> where its spellings come from
+    accelerators: list[Pattern]  # value: node id
+    variants: list[Variant]
+    precisions: list[Pattern]
+    recompute: list[Pattern]
+    schedules: list[Pattern]
+    choices: dict[str, dict[str, str]]  # config key -> spelling -> label
+    switches: dict[str, Switch]  # config key -> switch
+    frameworks: list[Rule]
+    recipes: list[Recipe]
+
+
+def spelling(name: str) -> str:
+    """A key as the tables hold it: lower case, '-' and ' ' as '_'."""
+    return re.sub(r"[\s-]+", "_", name.strip().lower())
+
+
+@lru_cache(maxsize=1)
+def conventions() -> Conventions:
+    """The shipped conventions.yaml, parsed and checked."""
+    from importlib import resources
+
+    path = resources.files("dlformula.validation") / "conventions.yaml"
+    return parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def parse(text: str, path: str) -> Conventions:
+    """Conventions from YAML text; every problem is reported at its line."""
+    root = load_yaml(text, path, ModelError)
+    errors: list[DlfError] = []
+    reader = _Reader(path, errors)
+    body = root.value if isinstance(root.value, dict) else {}
+    check_keys(root, {k: k for k in _SECTIONS}, path, "conventions", errors)
+    rows = {name: reader.rows(body.get(name), name) for name in _SECTIONS}
+    sections = {spelling(n): str(reader.need(r, "section").value) for r in rows["sections"]
+                for n in reader.words(r, "names")}
+    keys: dict[tuple[str, str], str] = {}
+    sources: dict[str, str] = {}
+    for r in rows["keys"]:
+        reader.fields(r, {"key", "in", "names", "source"}, "keys")
+        key = str(reader.need(r, "key").value)
+        sources[key] = str(reader.need(r, "source").value)
+        for section in reader.words(r, "in"):
+            for name in reader.words(r, "names"):
+                keys[(section, spelling(name))] = key
+    switches = {}
+    for r in rows["switches"]:
+        reader.fields(r, {"key", "names", "enabled", "disabled", "note", "source"}, "switches")
+        key = str(reader.need(r, "key").value)
+        switches[key] = Switch(key, reader.need(r, "enabled").plain(),
+                               reader.need(r, "disabled").plain(),
+                               str(reader.need(r, "note").value),
+                               str(reader.need(r, "source").value))
+        canonical = "parallel." + key.split(".", 1)[1]
+        for name in reader.words(r, "names"):
+            for section in ("parallel", "training"):
+                keys[(section, spelling(name))] = canonical
+    conv = Conventions(
+        sections=sections, keys=keys, sources=sources,
+        accelerators=[reader.pattern(r, "accelerators", "node") for r in rows["accelerators"]],
+        variants=[reader.variant(r) for r in rows["variants"]],
+        precisions=[reader.pattern(r, "precisions") for r in rows["precisions"]],
+        recompute=[reader.pattern(r, "recompute") for r in rows["recompute"]],
+        schedules=[reader.pattern(r, "schedules") for r in rows["schedules"]],
+        choices={str(reader.need(r, "key").value): {spelling(k): str(v) for k, v in
+                                                     reader.need(r, "values").plain().items()}
+                 for r in rows["choices"]},
+        switches=switches,
+        frameworks=[reader.rule(r) for r in rows["frameworks"]],
+        recipes=[reader.recipe(r) for r in rows["recipes"]])
+    raise_all(errors)
+    return conv
+
+
+_SECTIONS = ("sections", "keys", "accelerators", "variants", "precisions", "recompute",
+             "schedules", "choices", "switches", "frameworks", "recipes")
+
+
+class _Reader:
+    """Reads rows of conventions.yaml, collecting every problem with its line."""
+
+    def __init__(self, path: str, errors: list[DlfError]) -> None:
+        self.path = path
+        self.errors = errors
+
+    def fail(self, message: str, line: int) -> None:
+        self.errors.append(ModelError(message, self.path, line))
+
+    def rows(self, item: Located | None, name: str) -> list[Located]:
+        if item is None:
+            return []
+        if not isinstance(item.value, list):
+            self.fail(f"'{name}' must be a list of rows", item.line)
+            return []
+        good = [r for r in item.value if isinstance(r.value, dict)]
+        for r in item.value:
+            if not isinstance(r.value, dict):
+                self.fail(f"each row of '{name}' must be a mapping", r.line)
+        return good
+
+    def fields(self, row: Located, allowed: set[str], what: str) -> None:
+        check_keys(row, {k: k for k in allowed}, self.path, f"a row of '{what}'", self.errors)
+
+    def need(self, row: Located, key: str) -> Located:
+        item = row.value.get(key)
+        if item is None:
+            self.fail(f"this row needs '{key}'", row.line)
+            return Located("", row.line)
+        return item
+
+    def words(self, row: Located, key: str) -> list[str]:
+        if key not in row.value:
+            self.need(row, key)
+            return []
+        item = row.value[key]
+        if not isinstance(item.value, list):
+            self.fail(f"'{key}' must be a list", item.line)
+            return []
+        return [str(w.value) for w in item.value]
+
+    def regex(self, item: Located) -> re.Pattern[str]:
+        try:
+            return re.compile(str(item.value), re.IGNORECASE)
+        except re.error as exc:
+            self.fail(f"'{item.value}' is not a regular expression: {exc}", item.line)
+            return re.compile(r"(?!)")
+
+    def pattern(self, row: Located, what: str, value_key: str = "value") -> Pattern:
+        self.fields(row, {"match", value_key, "why", "note", "source"}, what)
+        value = self.need(row, value_key).value
+        note = row.value.get("why") or row.value.get("note")
+        return Pattern(self.regex(self.need(row, "match")), value,
+                       None if note is None else str(note.value),
+                       str(self.need(row, "source").value), row.line)
+
+    def variant(self, row: Located) -> Variant:
+        self.fields(row, {"match", "node", "set", "note", "source"}, "variants")
+        return Variant(self.regex(self.need(row, "match")), str(self.need(row, "node").value),
+                       self.need(row, "set").plain(), str(self.need(row, "note").value),
+                       str(self.need(row, "source").value))
+
+    def when(self, row: Located) -> dict[str, Any]:
+        item = row.value.get("when")
+        if item is None:
+            return {}
+        if not isinstance(item.value, dict):
+            self.fail("'when' must be a mapping of conditions", item.line)
+            return {}
+        check_keys(item, WHEN_FIELDS, self.path, "'when'", self.errors)
+        out: dict[str, Any] = {}
+        for key, cond in item.value.items():
+            if key == "config" or key == "published_before":
+                out[key] = cond.plain() if isinstance(cond.value, dict) else {}
+            else:
+                out[key] = self.regex(cond)
+        return out
+
+    def rule(self, row: Located) -> Rule:
+        self.fields(row, {"name", "when", "set", "note", "source"}, "frameworks")
+        return Rule(str(self.need(row, "name").value), self.when(row),
+                    self.need(row, "set").plain(), str(self.need(row, "note").value),
+                    str(self.need(row, "source").value), row.line)
+
+    def recipe(self, row: Located) -> Recipe:
+        self.fields(row, {"knob", "when", "value", "source"}, "recipes")
+        return Recipe(str(self.need(row, "knob").value), self.when(row),
+                      self.need(row, "value").value, str(self.need(row, "source").value),
+                      row.line)
+
+
+# -- reading a run's text against the tables -----------------------------------------------------
+
+def first_match(table: list[Pattern], text: str) -> Pattern | None:
+    """The first row of `table` whose pattern is found in `text`."""
+    for row in table:
+        if row.regex.search(text):
+            return row
+    return None
+
+
+def published(source: str, before: dict[str, Any]) -> str | None:
+    """'as arXiv 2104' or 'in 2021' when `source` dates a run before `before`, else None."""
+    m = re.search(r"arxiv[:\s]*(\d{4})\.\d{4,5}", source, re.IGNORECASE)
+    if m:
+        return f"as arXiv {m.group(1)}" if int(m.group(1)) < int(before["arxiv"]) else None
+    m = re.search(r"\b(20[0-9]{2})\b", source)
+    if m and int(m.group(1)) < int(before["year"]):
+        return f"in {m.group(1)}"
+    return None
+
+
+def holds(when: dict[str, Any], texts: dict[str, str], config: dict[str, Any]) -> bool:
+    """Whether a row's texts and the config mapped so far meet the conditions `when`."""
+    for key, cond in when.items():
+        if key == "published_before":
+            if published(texts["source"], cond) is None:
+                return False
+        elif key == "config":
+            for ckey, want in cond.items():
+                wanted = want if isinstance(want, list) else [want]
+                if not any(_same(config.get(ckey), w) for w in wanted):
+                    return False
+        elif key.startswith("not_"):
+            if cond.search(texts[key[4:]]):
+                return False
+        elif not cond.search(texts[key]):
+            return False
+    return True
+
+
+def _same(have: Any, want: Any) -> bool:
+    if have is None:
+        return False
+    if isinstance(want, bool) or isinstance(have, bool):
+        return have is want or (isinstance(have, str) and have.lower() == str(want).lower())
+    if isinstance(want, (int, float)) and isinstance(have, (int, float)):
+        return float(have) == float(want)
+    return str(have).lower() == str(want).lower()

@@ -1,101 +1,141 @@
-"""The mapping: one row of a runs file -> config keys (`--set` strings) by the table in
-docs/validation.md, recording every default it had to pick. A row the model cannot express
-raises `Skip` with the reason.
+"""The mapping: one run of a runs file -> the config it becomes, with every default it picked.
 
-Nothing here is tuned per row: the mapping reads only what a row states (and documented
-defaults where it is silent), never its `measured`, `derived` or `target` figures.
+`map_row` reads what a run states, in the spellings sources use (runsfile.py reads them into
+one), and the conventions of conventions.yaml where it is silent: the framework's documented
+defaults, a published recipe's value for a knob the run leaves out, else the best feasible
+value `dlformula search` finds for the stated layout (layout.py). Settings a framework ignores
+(vpp without pipeline parallelism, expert parallelism on a dense model) are dropped with a
+note. A run is skipped (`Skip`) only when its accelerator has no node or the model cannot
+express it (4-bit training, MoE without the moe plugin); a run that cannot be read raises
+`Invalid` after reporting each problem with its line.
+
+Nothing here is tuned per run: the mapping never reads a run's `measured`, `derived` or
+`target` figures.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .conventions import (
-    DEEPEP,
-    EP_OVERLAP,
-    FA3_WORDS,
-    FLASH_ARXIV_YYMM,
-    FLASH_YEAR,
-    GLOBAL_BATCH_FIELDS,
-    GPU_PATTERNS,
-    GPU_VARIANTS,
-    MICRO_BATCH_FIELDS,
-    MODEL_FIELDS,
-    MOE_FIELDS,
-    NVIDIA_RECIPES,
-    PARALLEL_FIELDS,
-    PRECISIONS,
-    RECOMPUTE,
-    RESERVED_KEYS,
-)
-from .runsfile import Row
+from ..errors import UsageError
+from .conventions import RESERVED_KEYS, Conventions, conventions, first_match, holds, published
+from .runsfile import Row, as_flag
 
 
 class Skip(Exception):
-    """A row the model cannot express; the message says why."""
+    """A run the model cannot express; the message says why."""
+
+
+class Invalid(Exception):
+    """A run that cannot be read; its problems are in the row's errors."""
 
 
 class Mapped(NamedTuple):
-    sets: list[str]
+    values: dict[str, Any]  # config key -> typed value, in the order set
     assumptions: list[str]
 
+    @property
+    def sets(self) -> list[str]:
+        """The config as `--set KEY=VALUE` items."""
+        return [f"{k}={_fmt(v)}" for k, v in self.values.items()]
 
 
-def _node_for(gpu: str, node_ids: list[str]) -> str | None:
-    low = gpu.lower()
-    for pattern, node in GPU_PATTERNS:
-        if re.search(pattern, low) and node in node_ids:
-            return node
-    return None
+class Context(NamedTuple):
+    """What the mapping needs from the loaded model and data."""
+
+    inputs: dict[str, Any]  # config key -> InputDef (plugins add keys)
+    node_ids: list[str]
+    node_hbm: dict[str, tuple[float, str]]  # node -> HBM capacity (value, unit)
+    best: Callable[[dict[str, Any], list[str]], dict[str, Any] | None] | None = None
+    conv: Conventions | None = None
 
 
-# Words in a run's source, notes or architecture that name a stack whose attention kernel is
-
-def _flash_attention(source: str, arch: str) -> tuple[bool, str | None]:
-    """Fused attention on or off, from what the row says or when it was published."""
-    low = arch.lower()
-    if "flash" in low or "fused attention" in low:
-        return True, None
-    m = re.search(r"arxiv[:\s]*(\d{4})\.\d{4,5}", source, re.IGNORECASE)
-    if m:
-        yymm = int(m.group(1))
-        if yymm < FLASH_ARXIV_YYMM:
-            return False, (f"unfused attention: published as arXiv {m.group(1)}, before "
-                           "FlashAttention (2205.14135) reached training frameworks")
-        return True, None
-    m = re.search(r"\b(20[0-9]{2})\b", source)
-    if m and int(m.group(1)) < FLASH_YEAR:
-        return False, f"unfused attention: published in {m.group(1)}, before FlashAttention"
-    return True, None
+# Fields read explicitly below; any other field of these sections passes through when a loaded
+# formula reads it, and is otherwise listed as ignored.
+MODEL_FIELDS = {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len",
+                "params_billion", "arch", "head_dim", "glu", "norm", "tied_embeddings",
+                "linear_bias", "position_embedding", "name"}
+PARALLEL_FIELDS = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "zero", "fsdp",
+                   "recompute", "pp_schedule"}
+HARDWARE_FIELDS = {"gpu", "node", "count", "gpus_per_node", "interconnect"}
+MOE_FIELDS = ("experts", "top_k", "expert_ffn_hidden", "shared_experts", "first_dense_layers",
+              "moe_every", "capacity_factor", "max_nodes_per_token")
+PASS_THROUGH = {"model": ("model", "mla", "moe"), "mla": ("mla",), "moe": ("moe",),
+                "parallel": ("parallelism",), "training": ("training",),
+                "hardware": ("hardware",)}
 
 
-def map_row(row: Row, known: set[str], node_ids: list[str],
-            node_hbm: dict[str, tuple[float, str]]) -> Mapped:
-    """Config keys for one row. Raises Skip when the model cannot express it.
+# Fields with a type, read once up front so that every malformed one is reported together.
+INTEGERS = {**{f"model.{k}": 1 for k in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden",
+                                         "vocab", "seq_len", "head_dim")},
+            **{f"parallel.{k}": 1 for k in ("tp", "pp", "dp", "cp", "ep", "etp")},
+            "parallel.zero": 0, "hardware.count": 1, "hardware.gpus_per_node": 1,
+            **{f"batch.{k}": 1 for k in ("global_batch", "micro_batch", "local_batch",
+                                         "global_batch_tokens")},
+            **{f"moe.{k}": 0 for k in ("experts", "top_k", "expert_ffn_hidden",
+                                       "shared_experts", "first_dense_layers",
+                                       "max_nodes_per_token")},
+            "moe.moe_every": 1}
+FLAGS = ("model.glu", "model.linear_bias", "model.tied_embeddings", "parallel.sp")
 
-    `known` holds the config keys of the loaded model's inputs (plugins add keys), `node_hbm`
-    each node's HBM capacity spec (value, unit), to tell a 96 GB part from an 80 GB one.
-    """
-    m = _Mapper(row, known)
+
+def check_types(row: Row) -> bool:
+    """Read every typed field once; False when the run has a malformed field (each reported
+    at its line)."""
+    for key, minimum in INTEGERS.items():
+        row.integer(key, minimum)
+    for key in FLAGS:
+        row.flag(key)
+    return row.problems == 0
+
+
+def map_row(row: Row, ctx: Context) -> Mapped:
+    """The config one run becomes. Raises Skip or Invalid (see the module docstring)."""
+    from .layout import batch, knobs, layout
+
+    m = Mapper(row, ctx)
+    if not check_types(row):
+        raise Invalid(row.id)
     m.model()
-    m.hardware(node_ids, node_hbm)
-    m.layout()
+    m.hardware()
+    layout(m)
     m.moe()
     m.training()
-    m.batch()
-    return Mapped([f"{k}={_fmt(v)}" for k, v in m.sets.items()], m.notes)
+    batch(m)
+    m.frameworks()
+    m.pass_through()
+    if row.problems:
+        raise Invalid(row.id)
+    knobs(m)
+    notes = list(dict.fromkeys(row.readings + m.notes))
+    return Mapped(dict(m.sets), notes)
 
 
-class _Mapper:
-    """Builds one row's config keys (`sets`) and the defaults it picked (`notes`)."""
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
 
-    def __init__(self, row: Row, known: set[str]) -> None:
+
+class Mapper:
+    """Builds one run's config (`sets`) and the defaults it picked (`notes`)."""
+
+    def __init__(self, row: Row, ctx: Context) -> None:
         self.row = row
-        self.known = known
+        self.ctx = ctx
+        self.conv = ctx.conv or conventions()
+        self.known = set(ctx.inputs)
         self.sets: dict[str, Any] = {}
         self.notes: list[str] = []
+        self.unknown: dict[str, str] = {}  # knobs the run leaves out -> why they matter
         self.arch = (row.text("model.arch") or "").lower()
+        texts = {"source": row.text("source") or "", "notes": row.text("notes") or "",
+                 "arch": row.text("model.arch") or "",
+                 "schedule": row.text("parallel.pp_schedule") or ""}
+        texts["texts"] = " ".join(texts.values())
+        self.texts = texts
 
     def set_known(self, key: str, value: Any, note: str | None = None) -> None:
         """Set `key` if a loaded formula reads it (plugins add keys)."""
@@ -104,29 +144,40 @@ class _Mapper:
             if note:
                 self.notes.append(note)
 
+    def invalid(self, message: str, line: int | None = None) -> None:
+        self.row.errors.append(UsageError(f"run '{self.row.id}': {message}", self.row.path,
+                                          line or self.row.line))
+        raise Invalid(self.row.id)
+
+    # -- model -----------------------------------------------------------------------------------
     def model(self) -> None:
-        row, sets, notes, arch = self.row, self.sets, self.notes, self.arch
-        required = ("layers", "hidden", "heads", "vocab")
-        missing = [k for k in required if row.get(f"model.{k}") is None]
-        if row.get("model.seq_len") is None and row.get("batch.seq_len") is None:
-            missing.append("seq_len")
+        row, sets = self.row, self.sets
+        required = ("layers", "hidden", "heads", "vocab", "seq_len")
+        missing = [f"model.{k}" for k in required if row.get(f"model.{k}") is None]
         if missing:
-            raise Skip(f"the row does not give model.{', model.'.join(missing)}")
-        for key in required:
+            them = "them" if len(missing) > 1 else "it"
+            self.invalid(f"gives no {', '.join(missing)}; add {them} (the model shape and "
+                         "sequence length are needed to predict it)")
+        for key in required[:4]:
             sets[f"model.{key}"] = row.integer(f"model.{key}", 1)
-        sets["training.seq_len"] = (row.integer("model.seq_len", 1)
-                                    or row.integer("batch.seq_len", 1))
-        if None in (sets["model.hidden"], sets["model.heads"], sets["training.seq_len"]):
-            raise Skip("malformed model fields")  # reported with their lines
-        hidden: int = sets["model.hidden"]
+        sets["training.seq_len"] = row.integer("model.seq_len", 1)
+        if None in sets.values():
+            raise Invalid(row.id)  # reported with their lines
         sets["model.kv_heads"] = row.integer("model.kv_heads", 1) or sets["model.heads"]
         ffn = row.integer("model.ffn_hidden", 1)
         if ffn is None:
-            ffn = 4 * hidden
-            notes.append("ffn_hidden not given: 4 x hidden")
+            ffn = 4 * sets["model.hidden"]
+            self.notes.append("ffn_hidden not given: 4 x hidden")
         sets["model.ffn_hidden"] = ffn
         if row.get("model.head_dim") is not None:
             sets["model.head_dim"] = row.integer("model.head_dim", 1)
+        self._shape_from_arch(ffn)
+
+    def _shape_from_arch(self, ffn: int) -> None:
+        """GLU, norm, biases, positions and tying: as stated, else from the architecture text
+        (GPT-style GeLU models: LayerNorm, biases, learned positions, tied embeddings)."""
+        row, sets, arch = self.row, self.sets, self.arch
+        hidden = sets["model.hidden"]
         glu = row.flag("model.glu")
         if glu is None:
             if re.search(r"swiglu|geglu|glu|llama|mixtral|gated", arch):
@@ -135,10 +186,10 @@ class _Mapper:
                 glu = False
             else:
                 glu = ffn != 4 * hidden
-                notes.append(f"MLP {'gated (SwiGLU)' if glu else 'GeLU'}: inferred from "
-                             f"ffn_hidden = {ffn / hidden:g} x hidden")
+                self.notes.append(f"MLP {'gated (SwiGLU)' if glu else 'GeLU'}: inferred from "
+                                  f"ffn_hidden = {ffn / hidden:g} x hidden")
         sets["model.glu"] = glu
-        gpt_style = not glu  # GeLU MLPs: GPT-3, MPT, Megatron GPT
+        gpt_style = not glu
         norm = row.text("model.norm") or (
             "layernorm" if "layernorm" in arch else "rmsnorm" if "rmsnorm" in arch
             else "layernorm" if gpt_style else "rmsnorm")
@@ -153,310 +204,194 @@ class _Mapper:
         tied = row.flag("model.tied_embeddings")
         sets["model.tied_embeddings"] = (
             "untied" not in arch and ("tied" in arch or gpt_style)) if tied is None else tied
-        # Any other field a loaded formula reads (mla.*, moe.* from a plugin) passes through.
-        moe_aliases = {a for aliases in MOE_FIELDS.values() for a in aliases}
-        for section, prefixes in (("model", ("model", "mla")), ("mla", ("mla",)),
-                                  ("moe", ("moe",))):
-            for key, item in row.section(section).items():
-                if key in moe_aliases or (section == "model" and key in MODEL_FIELDS):
-                    continue
-                if isinstance(item.value, dict) and key in ("mla", "moe"):
-                    # a nested block (model.mla: {kv_lora_rank: ...}) as its own section
-                    for sub, value in item.value.items():
-                        if f"{key}.{sub}" in self.known:
-                            sets[f"{key}.{sub}"] = value.value
-                        else:
-                            notes.append(f"{section}.{key}.{sub} ignored (no loaded formula "
-                                         "reads it)")
-                    continue
-                target = next((f"{p}.{key}" for p in prefixes if f"{p}.{key}" in self.known),
-                              None)
-                if target is not None:
-                    sets[target] = item.value
-                else:
-                    notes.append(f"{section}.{key} ignored (no loaded formula reads it)")
 
+    # -- hardware --------------------------------------------------------------------------------
+    def hardware(self) -> None:
+        row, sets, ctx = self.row, self.sets, self.ctx
+        gpu = row.text("hardware.gpu") or ""
+        node = row.text("hardware.node")
+        if node is not None and node not in ctx.node_ids:
+            item = row.get("hardware.node")
+            self.invalid(f"hardware.node '{node}' is not a known node; give one of "
+                         f"`dlformula hardware` (or hardware.gpu: its name)",
+                         item.line if item else None)
+        if node is None:
+            if not gpu:
+                self.invalid("gives no accelerator; add hardware.gpu (its name, e.g. H100 "
+                             "SXM) or hardware.node (`dlformula hardware` lists them)")
+            found = first_match(self.conv.accelerators, gpu)
+            item = row.get("hardware.gpu")
+            if found is None:
+                self.invalid(f"accelerator '{gpu}' is not one dlformula knows; give "
+                             "hardware.node (`dlformula hardware` lists them)",
+                             item.line if item else None)
+            node = str(found.value) if found else ""
+            if node not in ctx.node_ids:
+                raise Skip(f"no hardware node for '{gpu}' (it would be {node}; "
+                           "`dlformula hardware` lists the nodes)")
+        sets["hardware.node"] = node
+        self._hardware_from_name(gpu, node)
+        if row.get("hardware.gpus_per_node") is not None:
+            sets["hardware.gpus_per_node"] = row.integer("hardware.gpus_per_node", 1)
+
+    def _hardware_from_name(self, gpu: str, node: str) -> None:
+        """HBM capacity and power limit printed in the name; known variants of a node."""
+        m = re.search(r"(\d+)\s*GB\b", gpu, re.IGNORECASE)
+        spec = self.ctx.node_hbm.get(node)
+        if m and spec and spec[1] in ("GiB", "GB") and float(m.group(1)) != spec[0]:
+            self.sets["hardware.hbm_capacity"] = f"{m.group(1)} GiB"
+            self.notes.append(f"{node} with {m.group(1)} GB of HBM (capacity from the GPU "
+                              "name)")
+        for variant in self.conv.variants:
+            if variant.node == node and variant.regex.search(gpu):
+                self.sets.update({k: v for k, v in variant.sets.items() if k in self.known})
+                self.notes.append(variant.note)
+        m = re.search(r"(\d+)\s*W\b", gpu)
+        if m:
+            self.set_known("hardware.tdp", f"{m.group(1)} W",
+                           f"power limit {m.group(1)} W: hardware.tdp")
+
+    # -- mixture of experts ----------------------------------------------------------------------
     def moe(self) -> None:
-        """MoE fields map to the moe plugin's keys; without the plugin the row is skipped."""
+        """MoE fields map to the moe plugin's keys; without the plugin the run is skipped.
+        Expert parallelism on a dense model is ignored (frameworks ignore it)."""
         row = self.row
-        values: dict[str, Any] = {}
-        for config_key, aliases in MOE_FIELDS.items():
-            for key in (f"{s}.{a}" for s in ("moe", "model") for a in aliases):
-                if config_key not in values and row.get(key) is not None:
-                    values[config_key] = row.number(key, minimum=0)
-        ep = row.integer("parallel.ep", 1) or 1
+        values = {f"moe.{k}": row.number(f"moe.{k}") for k in MOE_FIELDS
+                  if row.get(f"moe.{k}") is not None}
+        ep = row.integer("parallel.ep", 1)
         experts = values.get("moe.experts") or 0
-        if experts <= 1 and ep <= 1 and not re.search(r"\bmoe\b|mixture.of.experts", self.arch):
+        if experts <= 1 and not re.search(r"\bmoe\b|mixture.of.experts", self.arch):
+            if ep is not None and ep > 1:
+                self.notes.append(f"ep = {ep} ignored: a dense model has no experts to "
+                                  "spread")
+            if row.get("parallel.etp") is not None and (row.integer("parallel.etp", 1) or 1) > 1:
+                self.notes.append("etp ignored: a dense model has no experts")
             return
         if "moe.experts" not in self.known:
             raise Skip("MoE needs the moe plugin")
         if experts <= 1:
-            raise Skip("an MoE run that does not give its number of experts (model.experts)")
+            self.invalid("is a mixture-of-experts model (model.arch) but gives no number of "
+                         "experts; add model.experts (or moe.experts)")
         for key, value in values.items():
             if value is None:
                 continue
             if key in self.known:
-                self.sets[key] = value
+                self.sets[key] = int(value) if value == int(value) else value
             else:
                 self.notes.append(f"{key} ignored (the loaded MoE formulas do not read it)")
-        etp = row.integer("parallel.etp", 1)
-        if etp is None and ep > 1:
+        if ep is None:
+            self.unknown["parallelism.ep"] = "expert parallelism not given"
+        self._expert_tp(ep)
+
+    def _expert_tp(self, ep: int | None) -> None:
+        etp = self.row.integer("parallel.etp", 1)
+        if etp is None and ep is not None and ep > 1:
             # Megatron-core defaults etp to tp; a published layout where tp x ep does not fit
             # the ranks of a stage ran with etp = 1 (the MoE recipes' usual choice).
             tp = self.sets["parallelism.tp"]
             ranks = tp * self.sets["parallelism.cp"] * self.sets["parallelism.dp"]
             if tp > 1 and ranks % (tp * ep):
                 etp = 1
-                self.notes.append(f"etp not given, and etp = tp = {tp} times ep = {ep} does not "
-                                  f"divide the {ranks} ranks of a stage: etp = 1")
+                self.notes.append(f"etp not given, and etp = tp = {tp} times ep = {ep} does "
+                                  f"not divide the {ranks} ranks of a stage: etp = 1")
         for key, value in (("parallelism.ep", ep), ("parallelism.etp", etp)):
             if value is not None and key in self.known:
                 self.sets[key] = value
             elif value is not None and value > 1:
                 self.notes.append(f"{key} = {value} ignored (no loaded formula reads it)")
-        said = " ".join(row.text(k) or "" for k in ("source", "notes", "parallel.pp_schedule"))
-        if re.search(DEEPEP, said, re.IGNORECASE) and row.get("moe.dispatcher") is None:
-            self.set_known("moe.dispatcher", "deepep", "dispatcher DeepEP/HybridEP: one network "
-                           "copy of a token per remote node")
-        if re.search(EP_OVERLAP, said, re.IGNORECASE) \
-                and row.get("parallel.ep_comm_overlap") is None:
-            self.set_known("parallelism.ep_comm_overlap", True,
-                           "all-to-all overlapped with another micro-batch's compute")
 
-    def hardware(self, node_ids: list[str], node_hbm: dict[str, tuple[float, str]]) -> None:
-        row, sets, notes = self.row, self.sets, self.notes
-        gpu = row.text("hardware.gpu") or ""
-        node = row.text("hardware.node")
-        if node is not None and node not in node_ids:
-            raise Skip(f"hardware.node '{node}' is not a known node (dlformula hardware)")
-        node = node or _node_for(gpu, node_ids)
-        if node is None:
-            raise Skip(f"no hardware node for GPU '{gpu}'; add hardware.node to the row "
-                       "(dlformula hardware lists them)")
-        sets["hardware.node"] = node
-        m = re.search(r"(\d+)\s*GB\b", gpu, re.IGNORECASE)
-        spec = node_hbm.get(node)
-        if m and spec and spec[1] in ("GiB", "GB") and float(m.group(1)) != spec[0]:
-            sets["hardware.hbm_capacity"] = f"{m.group(1)} GiB"
-            notes.append(f"{node} with {m.group(1)} GB of HBM (capacity from the GPU name)")
-        for pattern, overrides, why in GPU_VARIANTS:
-            if re.search(pattern, gpu.lower()):
-                sets.update({k: v for k, v in overrides.items() if k in self.known})
-                notes.append(why)
-        m = re.search(r"(\d+)\s*W\b", gpu)
-        if m:
-            self.set_known("hardware.tdp", f"{m.group(1)} W",
-                           f"power limit {m.group(1)} W: hardware.tdp")
-        if row.get("hardware.gpus_per_node") is not None:
-            sets["hardware.gpus_per_node"] = row.integer("hardware.gpus_per_node", 1)
-        for key, item in row.section("hardware").items():
-            if key not in ("gpu", "node", "count", "gpus_per_node", "interconnect"):
-                self.set_known(f"hardware.{key}", item.value)
-
-    def layout(self) -> None:
-        row, sets, notes = self.row, self.sets, self.notes
-        tp = row.integer("parallel.tp", 1) or 1
-        pp = row.integer("parallel.pp", 1) or 1
-        cp = row.integer("parallel.cp", 1) or 1
-        count = row.integer("hardware.count", 1)
-        dp = row.integer("parallel.dp", 1)
-        if dp is None:
-            if count is None:
-                raise Skip("the row gives neither parallel.dp nor hardware.count")
-            dp = max(1, count // (tp * pp * cp))
-            notes.append(f"dp not given: hardware.count / (tp x pp x cp) = {dp}")
-        sets.update({"hardware.gpus": count or tp * pp * cp * dp, "parallelism.tp": tp,
-                     "parallelism.pp": pp, "parallelism.dp": dp, "parallelism.cp": cp})
-        sp = row.flag("parallel.sp")
-        if sp is None and tp > 1:
-            notes.append("sp not given: on (tp > 1)")
-        sets["parallelism.sp"] = sp if sp is not None else tp > 1
-        fsdp = (row.text("parallel.fsdp") or "").lower()
-        zero = row.integer("parallel.zero", 0)
-        if zero is None and fsdp not in ("", "false", "no", "none", "no_shard"):
-            zero = 2 if "grad_op" in fsdp else 3
-        if zero is None:
-            zero = 1
-            notes.append("zero not given: 1 (distributed optimizer)")
-        sets["parallelism.zero"] = zero
-        said = f"{row.text('source') or ''} {row.text('notes') or ''}".lower()
-        if zero >= 3 and "deepspeed" in said and row.get("parallel.dp_node_nics") is None:
-            # DeepSpeed's ZeRO-3 of 2021 gathered parameters module by module and reached one
-            # NIC's rate per GPU (docs/validation.md), not a node's aggregate NIC bandwidth.
-            self.set_known("parallelism.dp_node_nics", False,
-                           "DeepSpeed ZeRO-3: collectives at each rank's own NIC rate")
-
-        vpp_item = row.get("parallel.vpp")
-        schedule = (row.text("parallel.pp_schedule") or "").lower()
-        vpp = 1
-        if vpp_item is not None and isinstance(vpp_item.value, (int, float)) \
-                and not isinstance(vpp_item.value, bool) and vpp_item.value >= 1 \
-                and vpp_item.value == int(vpp_item.value):
-            vpp = int(vpp_item.value)
-        elif vpp_item is not None:
-            notes.append(f"vpp given as {str(vpp_item.value)[:40]!r}: 1 (no interleaving "
-                         "factor)")
-        elif "interleav" in schedule and pp > 1:
-            vpp = 2
-            notes.append("interleaved schedule without a factor: vpp = 2 (torchtitan's "
-                         "default of two stages per rank)")
-        sets["parallelism.vpp"] = vpp
-        if schedule and "parallelism.schedule" in self.known:
-            label = _schedule_label(schedule)
-            if label is not None:
-                sets["parallelism.schedule"] = label
-            else:
-                notes.append(f"pipeline schedule {schedule!r} not modelled: 1F1B")
-        layers = sets["model.layers"] or 1
-        if pp > 1 and layers % pp:
-            if "parallelism.first_stage_layers" not in self.known:
-                raise Skip(f"{layers} layers do not split evenly over pp = {pp} stages, and "
-                           "the loaded formulas have no uneven stages")
-            first, last = _uneven_stages(layers, pp)
-            sets["parallelism.first_stage_layers"] = first
-            sets["parallelism.last_stage_layers"] = last
-            chunks = f" (all {vpp} model chunks of a GPU together)" if vpp > 1 else ""
-            notes.append(f"{layers} layers over {pp} stages{chunks}: {first} on the first, "
-                         f"{last} on the last, {(layers - first - last) // max(pp - 2, 1)} on "
-                         "each other stage")
-        for key, item in row.section("parallel").items():
-            if key not in PARALLEL_FIELDS:
-                self.set_known(f"parallelism.{key}", item.value)
-
+    # -- training --------------------------------------------------------------------------------
     def training(self) -> None:
-        row, sets, notes = self.row, self.sets, self.notes
+        row, sets = self.row, self.sets
         written = (row.text("parallel.recompute") or "unknown").strip()
-        recompute = _first_match(RECOMPUTE, written)
-        if recompute == "selective" and "torchtitan" in (row.text("source") or "").lower():
-            # torchtitan's selective checkpointing is per-op (its Llama 3 configs set
-            # selective_ac_option = 'op'), not Megatron-LM's attention-only recompute.
-            sets["training.recompute"] = "op"
-            notes.append("torchtitan selective checkpointing: per-op policy (recompute = op)")
-        elif recompute is not None:
-            sets["training.recompute"] = recompute
+        found = first_match(self.conv.recompute, written)
+        if found is not None and found.value is not None:
+            sets["training.recompute"] = found.value
         else:
-            notes.append(f"recompute {written}: the model's default")
-        text = (row.text("precision") or row.text("training.precision") or "bf16").strip()
-        precision = _first_match(PRECISIONS, text, "")
-        if not precision:
-            raise Skip(f"precision '{text}' is not one of bf16, fp16, fp8, tf32 (fp32 runs as "
-                       "tf32; 4-bit training is not modelled)")
-        sets["training.precision"] = precision
-        if re.search(r"fp32|float32", text, re.IGNORECASE) and precision == "tf32":
-            notes.append("fp32 run modelled as tf32 tensor cores")
-        flash, era = _flash_attention(row.text("source") or "", self.arch)
-        sets["training.flash_attention"] = flash
-        said = f"{row.text('source') or ''} {row.text('notes') or ''} {self.arch}".lower()
-        if flash and row.get("training.attention_kernel") is None \
-                and any(word in said for word in FA3_WORDS):
-            # NeMo and Megatron-Core run attention through Transformer Engine, which picks
-            # cuDNN's fused attention on Hopper; FlashAttention-3 is the same kernel class.
-            self.set_known("training.attention_kernel", "fa3",
-                           "attention through Transformer Engine (cuDNN fused attention, "
-                           "FlashAttention-3 class)")
-        if era:
-            # Published before FlashAttention: the Megatron-LM of 2021-22 (Narayanan et al.
-            # 2021, Korthikanti et al. 2022) ran dropout 0.1, whose masks Korthikanti's
-            # activation formulas count, and reduced gradients after the backward pass without
-            # overlap (Korthikanti et al. 2022, sec. 6.3: "no overlap of grad all-reduce").
-            notes.append(era)
-            for key, value, note in (
-                    ("training.dropout", True, "dropout on (GPT-3-era recipe)"),
-                    ("parallelism.overlap_grad_reduce", False,
-                     "gradient reduction not overlapped"),
-                    ("parallelism.overlap_param_gather", False, None),
-                    ("parallelism.overlap_p2p_comm", False, None)):
-                if row.get(key.replace("parallelism.", "parallel.")) is None:
-                    self.set_known(key, value, note)
-        if re.search(NVIDIA_RECIPES, said) and row.get("training.grad_bytes") is None:
-            self.set_known("training.grad_bytes", 2,
-                           "NVIDIA performance recipe: gradients reduced in bf16 (2 bytes)")
-        if sets["training.precision"] == "fp16":
-            # fp16 mixed precision keeps fp16 gradients (Micikevicius et al. 2018); Megatron-LM
-            # accumulates and reduces them in fp32 only for bf16.
-            self.set_known("training.grad_bytes", 2, "fp16 gradients (2 bytes)")
-        if row.flag("parallel.async_tp"):
-            # No source gives the share of TP traffic async TP hides; the default stands.
-            notes.append("async TP: not modelled (tp_comm_overlap left at its default)")
-        for key, item in row.section("training").items():
-            if f"training.{key}" not in RESERVED_KEYS:
-                self.set_known(f"training.{key}", item.value)
+            self.notes.append(f"recompute {written}: the model's default")
+        text = (row.text("precision") or "bf16").strip()
+        found = first_match(self.conv.precisions, text)
+        if found is None or found.value is None:
+            why = found.note if found is not None else "it is not one of bf16, fp16, fp8, tf32"
+            raise Skip(f"precision '{text}': {why}")
+        sets["training.precision"] = found.value
+        if found.note:
+            self.notes.append(found.note)
+        sets["training.flash_attention"] = True
 
-    def batch(self) -> None:
-        row, sets, notes = self.row, self.sets, self.notes
-        dp, pp = sets["parallelism.dp"], sets["parallelism.pp"]
-        micro = _first_given(row, "batch", MICRO_BATCH_FIELDS)
-        if micro is None:
-            micro = 1
-            notes.append("micro_batch not given: 1")
-        gbs = _first_given(row, "batch", GLOBAL_BATCH_FIELDS)
-        tokens = _first_given(row, "batch", ("global_batch_tokens",))
-        if gbs is None and tokens is not None:
-            gbs = max(1, round(tokens / sets["training.seq_len"]))
-            notes.append(f"global batch of {tokens} tokens: {gbs} sequences")
-        if gbs is None:
-            gbs = dp * micro
-            notes.append(f"global batch not given: one micro-batch per replica ({gbs})")
-        local = gbs // dp if gbs % dp == 0 else None
-        if pp > 1 and local is not None and micro == local and local % pp == 0 and local > 1:
-            # A pipeline run with one micro-batch is never what was measured: the source gave
-            # the local batch (torchtitan: "local batch size 32").
-            micro = local // pp
-            notes.append(f"micro_batch {local} is the whole local batch: split into pp = {pp} "
-                         f"pipeline micro-batches of {micro} (torchtitan's default number of "
-                         "micro-batches)")
-        sets["training.micro_batch"] = micro
-        sets["training.global_batch"] = gbs
-        sets["training.tokens"] = gbs * sets["training.seq_len"]  # one step; no target uses it
+    # -- conventions and the run's own settings --------------------------------------------------
+    def frameworks(self) -> None:
+        """Each framework convention whose conditions hold sets its keys."""
+        for rule in self.conv.frameworks:
+            if not holds(rule.when, self.texts, self.sets):
+                continue
+            sets = {k: v for k, v in rule.sets.items() if k in self.known}
+            if not sets:
+                continue
+            self.sets.update(sets)
+            when = rule.when.get("published_before")
+            stamp = published(self.texts["source"], when) if when else ""
+            self.notes.append(rule.note.replace("{published}", stamp or ""))
 
+    def pass_through(self) -> None:
+        """Fields of the run a loaded formula reads, under their config key; the others are
+        listed as ignored. A run's own value always wins over a convention."""
+        for section, prefixes in PASS_THROUGH.items():
+            for key, item in self.row.section(section).items():
+                if "." in key or (section == "model" and key in MODEL_FIELDS) \
+                        or (section == "parallel" and key in PARALLEL_FIELDS) \
+                        or (section == "hardware" and key in HARDWARE_FIELDS) \
+                        or (section == "moe" and key in MOE_FIELDS):
+                    continue
+                target = next((f"{p}.{key}" for p in prefixes if f"{p}.{key}" in self.known),
+                              None)
+                written = self.row.written.get(f"{section}.{key}", f"{section}.{key}")
+                if target is None or target in RESERVED_KEYS:
+                    self.notes.append(f"{written} ignored (no loaded formula reads it)")
+                    continue
+                value = self.value_for(target, item.value, written)
+                if value is not None:
+                    self.sets[target] = value
 
-def _first_given(row: Row, section: str, fields: tuple[str, ...]) -> int | None:
-    """The first of `fields` the row gives in `section`, as an integer >= 1."""
-    for name in fields:
-        value = row.integer(f"{section}.{name}", 1)
-        if value is not None:
-            return value
-    return None
+    def value_for(self, key: str, value: Any, written: str) -> Any:
+        """A run's value for an input as the input takes it: on/off for a share (the
+        framework's documented figure), spellings of a choice, yes/no for a switch. A value
+        the input cannot take is dropped with a note (the input keeps its default)."""
+        d = self.ctx.inputs[key]
+        kind = d.domain.kind
+        flag = as_flag(value) if isinstance(value, (bool, str)) else None
+        if kind in ("number", "integer") and flag is not None and isinstance(value, (bool, str)) \
+                and key in self.conv.switches:
+            switch = self.conv.switches[key]
+            figure = switch.on if flag else switch.off
+            if isinstance(figure, dict):
+                figure = self.ctx.inputs[figure["input"]].default
+            if flag:
+                self.notes.append(f"{written} on: {key} = {figure:g} ({switch.note})")
+            return figure
+        if kind == "boolean" and flag is not None:
+            return flag
+        if kind == "choice":
+            labels = {label for label, _ in d.choices}
+            word = str(value).strip().lower()
+            label = word if word in labels else \
+                self.conv.choices.get(key, {}).get(re.sub(r"[\s-]+", "_", word))
+            if label in labels:
+                return label
+        else:
+            from ..config import _parse_quantity_text
 
+            number = _parse_quantity_text(value, d.unit) if isinstance(value, str) else value
+            if d.domain.problem(number) is None:
+                return value  # as written: a unit ('2.4 TB/s') is read by the config stage
+        self.notes.append(f"{written} = {value!r} ignored: {key} {self._wants(d)}; the "
+                          "model's default")
+        return None
 
-def _first_match(table: list[tuple[str, str | None]], text: str,
-                 default: str | None = None) -> str | None:
-    """The value of the first pattern of `table` found in `text` (case-insensitive)."""
-    for pattern, value in table:
-        if re.search(pattern, text, re.IGNORECASE):
-            return value
-    return default
-
-
-def _schedule_label(text: str) -> str | None:
-    """A source's pipeline-schedule name -> the model's `parallelism.schedule` label."""
-    t = re.sub(r"[^a-z0-9]", "", text.lower())
-    if "dualpipe" in t:
-        return "dualpipe"
-    if t.startswith("zb") or "zerobubble" in t:
-        return "zb-h1"
-    if "1f1b" in t or "gpipe" in t:
-        return "1f1b"
-    return None
-
-
-def _uneven_stages(layers: int, pp: int) -> tuple[int, int]:
-    """Blocks on the first and last stage when `layers` does not divide by `pp`: every middle
-    stage takes ceil(layers / pp) and the first and last share the rest (the split torchtitan
-    and Megatron-LM's uneven-stage options produce for such counts)."""
-    if pp == 2:
-        return -(-layers // 2), layers // 2
-    middle = -(-layers // pp)
-    rest = layers - (pp - 2) * middle
-    while rest < 2:  # too few left for the ends: shrink the middle stages
-        middle -= 1
-        rest = layers - (pp - 2) * middle
-    return rest - rest // 2, rest // 2
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
+    @staticmethod
+    def _wants(d: Any) -> str:
+        if d.domain.kind == "choice":
+            return "is one of " + ", ".join(label for label, _ in d.choices)
+        if d.domain.kind == "boolean":
+            return "is true or false"
+        return f"must be {d.domain.text}"

@@ -12,8 +12,8 @@ import fnmatch
 import math
 from typing import Any
 
-from ..errors import DlfError, UsageError, display_path, raise_all
-from .mapping import Skip, map_row
+from ..errors import DlfError, UsageError, display_path
+from .mapping import Context, Invalid, Skip, check_types, map_row
 from .runsfile import Row, load_runs
 
 # target key -> (quantity, factor from the quantity's SI unit to the target's unit, label)
@@ -27,8 +27,7 @@ TARGETS: dict[str, tuple[str, float, str]] = {
 
 def predict(engine: Any, sets: list[str]) -> dict[str, float]:
     """The figures TARGETS names, for one mapped config."""
-    result = engine.evaluate(None, sets)
-    return {key: float(result[q]) * factor for key, (q, factor, _) in TARGETS.items()}
+    return _figures(engine.evaluate(None, sets))
 
 
 def _matches(rid: str, pattern: str | None) -> bool:
@@ -73,56 +72,91 @@ def summarize(rows: list[dict[str, Any]], worst: int = 5) -> dict[str, Any]:
 def validate(engine: Any, path: str, only: str | None = None) -> dict[str, Any]:
     """Predict every run of the runs file at `path` and compare with its targets.
 
-    Returns {"rows": [...], "summary": {...}}: each row either
-    {"id", "predicted", "target", "rel_error", "config", "assumptions"} or {"id", "skipped"}.
+    Returns {"rows": [...], "summary": {...}, "errors": [...]}: each row either
+    {"id", "predicted", "target", "rel_error", "config", "assumptions"} or {"id", "skipped"};
+    each error {"path", "line", "message"} is a run that could not be read (the others are
+    still predicted). A file that is not a list of runs raises UsageError.
     """
     errors: list[DlfError] = []
     runs = load_runs(path, errors)
     dpath = display_path(path)
-    known = {d.config for d in engine.model.inputs.values() if d.config}
-    catalog = engine.catalog
-    node_ids = catalog.node_ids()
-    node_hbm = _hbm_specs(catalog, node_ids)
+    ctx = context(engine)
     rows: list[dict[str, Any]] = []
     for located in runs:
         row = Row(located, dpath, errors)
         if not _matches(row.id, only):
             continue
         targets = _targets(row)
+        if targets is None:
+            check_types(row)  # report the run's other malformed fields with it
+            continue
         if not targets:
             rows.append({"id": row.id, "skipped": "the row has no target (step_time_s, "
                          "memory_gib_peak or layer_fwd_bwd_ms) to compare with"})
             continue
-        n_errors = len(errors)
-        try:
-            mapped = map_row(row, known, node_ids, node_hbm)
-        except Skip as exc:
-            rows.append({"id": row.id, "skipped": str(exc)})
-            continue
-        if len(errors) > n_errors:
-            continue  # a malformed field: reported below with its line
-        try:
-            predicted = predict(engine, mapped.sets)
-        except DlfError as exc:
-            reason = "; ".join(getattr(e, "message", str(e)) for e in _errors_of(exc))
-            rows.append({"id": row.id, "skipped": f"cannot evaluate: {reason}"})
-            continue
-        except (ArithmeticError, ValueError) as exc:  # a formula bug: keep the other rows
-            rows.append({"id": row.id, "skipped": f"evaluation failed ({type(exc).__name__}: "
-                         f"{exc}); this is a dlformula bug"})
-            continue
-        bad = [k for k in targets if not math.isfinite(predicted[k])]
-        if bad:
-            rows.append({"id": row.id, "skipped": f"the model gives a non-finite {bad[0]}"})
-            continue
-        pred = {k: predicted[k] for k in targets}
-        rel = {k: (pred[k] - targets[k]) / targets[k] for k in targets}
-        rows.append({"id": row.id, "predicted": pred, "target": targets, "rel_error": rel,
-                     "config": mapped.sets, "assumptions": mapped.assumptions})
-    raise_all(sorted(errors, key=lambda e: e.line or 0))
-    if only and not rows:
+        rows.append(_predict_row(engine, row, ctx, targets))
+    rows = [r for r in rows if r is not None]
+    if only and not rows and not errors:
         raise UsageError(f"--only '{only}' matches no run id in {dpath}")
-    return {"rows": rows, "summary": summarize(rows)}
+    errors.sort(key=lambda e: e.line or 0)
+    return {"rows": rows, "summary": summarize(rows),
+            "errors": [{"path": e.path, "line": e.line, "message": e.message} for e in errors]}
+
+
+def context(engine: Any) -> Context:
+    """What the mapping needs from `engine`: its inputs, nodes, and the layout search."""
+    from .feasible import best_feasible
+
+    inputs = {d.config: d for d in engine.model.inputs.values() if d.config}
+    node_ids = engine.catalog.node_ids()
+    return Context(inputs, node_ids, _hbm_specs(engine.catalog, node_ids),
+                   lambda sets, knobs: best_feasible(engine, sets, knobs))
+
+
+def _predict_row(engine: Any, row: Row, ctx: Context,
+                 targets: dict[str, float]) -> dict[str, Any] | None:
+    try:
+        mapped = map_row(row, ctx)
+    except Skip as exc:
+        return {"id": row.id, "skipped": str(exc)}
+    except Invalid:
+        return None  # reported with its lines
+    try:
+        result = engine.evaluate(None, mapped.sets)
+    except DlfError as exc:
+        reason = "; ".join(getattr(e, "message", str(e)) for e in _errors_of(exc))
+        return {"id": row.id, "skipped": f"cannot evaluate: {reason}"}
+    except (ArithmeticError, ValueError) as exc:  # a formula bug: keep the other rows
+        return {"id": row.id, "skipped": f"evaluation failed ({type(exc).__name__}: {exc}); "
+                "this is a dlformula bug"}
+    predicted = _figures(result)
+    bad = [k for k in targets if not math.isfinite(predicted[k])]
+    if bad:
+        return {"id": row.id, "skipped": f"the model gives a non-finite {bad[0]}"}
+    pred = {k: predicted[k] for k in targets}
+    rel = {k: (pred[k] - targets[k]) / targets[k] for k in targets}
+    return {"id": row.id, "predicted": pred, "target": targets, "rel_error": rel,
+            "config": mapped.sets, "assumptions": mapped.assumptions + _stages(result)}
+
+
+def _figures(result: Any) -> dict[str, float]:
+    return {key: float(result[q]) * factor for key, (q, factor, _) in TARGETS.items()}
+
+
+def _stages(result: Any) -> list[str]:
+    """How the formulas split uneven pipeline stages (formulas/parallelism.yaml), as a note."""
+    try:
+        layers, pp = int(result["layers"]), int(result["pp"])
+        first, last = int(result["layers_first_stage"]), int(result["layers_last_stage"])
+        middle = int(result["layers_middle_stage"])
+    except KeyError:
+        return []
+    if pp < 2 or layers % pp == 0:
+        return []
+    chunks = f" (all {int(result['vpp'])} model chunks of a GPU together)" \
+        if result["vpp"] > 1 else ""
+    return [f"{layers} layers over {pp} stages{chunks}: {first} on the first, {last} on the "
+            f"last, {middle} on each other stage (formulas/parallelism.yaml)"]
 
 
 def _hbm_specs(catalog: Any, node_ids: list[str]) -> dict[str, tuple[float, str]]:
@@ -138,13 +172,18 @@ def _errors_of(exc: DlfError) -> list[DlfError]:
     return list(getattr(exc, "errors", [exc]))
 
 
-def _targets(row: Row) -> dict[str, float]:
+def _targets(row: Row) -> dict[str, float] | None:
+    """The run's targets; None when one is malformed (reported with its line)."""
     out = {}
+    problems = row.problems
     for key in TARGETS:
+        item = row.get(f"target.{key}")
         v = row.number(f"target.{key}")
         if v is not None and v > 0:
             out[key] = float(v)
-    return out
+        elif v is not None and item is not None:
+            row.bad(f"target.{key}", item, "a positive number")
+    return None if row.problems > problems else out
 
 
 # -- presenting ---------------------------------------------------------------------------------
@@ -155,6 +194,8 @@ def _pct(e: float) -> str:
 
 def to_table(report: dict[str, Any]) -> str:
     """Rows with predicted / target and the relative error, the skipped rows, the summary."""
+    if not report["rows"]:
+        return "no run to report (each was malformed: see the errors)\n"
     lines: list[str] = []
     done = [r for r in report["rows"] if "skipped" not in r]
     skipped = [r for r in report["rows"] if "skipped" in r]

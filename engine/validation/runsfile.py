@@ -1,37 +1,53 @@
-"""Reading a runs file: the rows of published training runs, each with typed access to its
-fields; every malformed field is reported with its line."""
+"""Reading a runs file: the rows of published training runs, each with its fields under one
+spelling.
+
+A runs file is a YAML list of runs (or `{runs: [...]}`). Sources write the same field many ways
+(`topk`, `top_k`, `num_experts_per_tok`; a nested `model.moe` block or a top-level `moe`
+one), so each row's fields are read into canonical keys by the synonyms in conventions.yaml
+(`moe.top_k`), remembering how each was written for messages. Malformed input is reported as
+one UsageError per problem with its line; the rows around a bad one are kept.
+"""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
-from ..errors import DlfError, UsageError, display_path, raise_all
+from ..errors import DlfError, UsageError, display_path
 from ..yamlfile import Located, read_user_yaml
+from .conventions import Conventions, conventions, spelling
+
+SECTIONS = ("model", "hardware", "parallel", "batch", "target", "moe", "mla", "training")
+# A number written as text: "1,024", "32 (derived)", "2.5e3 s".
+_NUMBER_TEXT = re.compile(r"^\s*([-+]?(?:\d[\d,_]*)(?:\.\d+)?(?:[eE][-+]?\d+)?)"
+                          r"(\s*(?:\(.*\)|\s.*))?$")
 
 
-def load_runs(path: str, errors: list[DlfError] | None = None) -> list[Located]:
+def load_runs(path: str, errors: list[DlfError]) -> list[Located]:
     """The well-formed rows of a runs file, each a `Located` mapping with an `id`.
 
-    A file that is not a YAML list of runs raises UsageError naming file:line. Malformed runs
-    (no id, a duplicate id, a section that is not a mapping) are left out and reported in
-    `errors` when given (the caller raises them with its own), else raised here.
+    A file that is not a YAML list of runs raises UsageError naming file:line. A malformed run
+    (not a mapping, no id, a duplicate id, a block that is not a mapping) is left out and
+    reported in `errors`; the other runs are returned.
     """
     dpath = display_path(path)
-    root = read_user_yaml(path, "runs file", "give the path to a YAML list of runs")
+    root = read_user_yaml(path, "runs file", "give the path to a YAML list of runs, or the "
+                          "name of a shipped set (dlformula validate --list)")
     rows = root.value
     if isinstance(rows, dict) and "runs" in rows:  # {runs: [...]} is accepted too
         rows = rows["runs"].value
     if not isinstance(rows, list) or not rows:
         raise UsageError("a runs file is a YAML list of runs (- id: ..., model: ..., "
-                         "hardware: ..., parallel: ..., target: ...)", dpath, root.line)
-    own = errors is None
-    errors = [] if errors is None else errors
+                         "hardware: ..., parallel: ..., target: ...); start each run with "
+                         "'- id:'", dpath, root.line)
+    conv = conventions()
     good: list[Located] = []
     seen: dict[str, int] = {}
     for row in rows:
         if not isinstance(row.value, dict):
-            errors.append(UsageError("each run must be a mapping with an 'id'", dpath, row.line))
+            errors.append(UsageError("each run must be a mapping with an 'id' (- id: ...)",
+                                     dpath, row.line))
             continue
         rid = row.value.get("id")
         if rid is None or not isinstance(rid.value, (str, int)) or rid.value == "":
@@ -45,58 +61,108 @@ def load_runs(path: str, errors: list[DlfError] | None = None) -> list[Located]:
             continue
         seen[str(rid.value)] = rid.line
         bad = False
-        for section in ("model", "hardware", "parallel", "batch", "target", "moe", "mla",
-                        "training"):
-            body = row.value.get(section)
-            if body is not None and body.value is not None and not isinstance(body.value, dict):
-                errors.append(UsageError(f"run '{rid.value}': '{section}' must be a mapping",
-                                         dpath, body.line))
+        for key, body in row.value.items():
+            section = conv.sections.get(spelling(key))
+            if section in SECTIONS and body.value is not None and not isinstance(body.value,
+                                                                                 dict):
+                errors.append(UsageError(f"run '{rid.value}': '{key}' must be a mapping "
+                                         f"({key}: {{...}})", dpath, body.line))
                 bad = True
         if not bad:
             good.append(row)
-    if own:
-        raise_all(errors)
     return good
 
 
 class Row:
-    """Typed access to one row's fields; type errors are collected with their line."""
+    """One run's fields under canonical keys, with typed access; type errors are collected
+    with their line, and how a text was read is noted in `readings`."""
 
-    def __init__(self, row: Located, path: str, errors: list[DlfError]) -> None:
+    def __init__(self, row: Located, path: str, errors: list[DlfError],
+                 conv: Conventions | None = None) -> None:
         self.row = row
         self.path = path
         self.errors = errors
         self.id = str(row.value["id"].value)
+        self.line = row.line
+        self.fields: dict[str, Located] = {}
+        self.written: dict[str, str] = {}  # canonical key -> key as the run writes it
+        self.readings: list[str] = []
+        self.problems = 0  # malformed fields of this run, each reported in `errors`
+        self._reported: set[str] = set()
+        self._conv = conv or conventions()
+        self._read(row)
 
-    def get(self, dotted: str) -> Located | None:
-        node: Any = self.row
-        for part in dotted.split("."):
-            if not isinstance(node.value, dict) or part not in node.value:
-                return None
-            node = node.value[part]
-        return None if node.value is None else node
+    # -- reading the fields under one spelling ----------------------------------------------
+    def _read(self, row: Located) -> None:
+        for key, item in row.value.items():
+            section = self._conv.sections.get(spelling(key))
+            if section is not None and isinstance(item.value, dict):
+                self._section(section, item, key)
+            else:
+                name = spelling(key)
+                self._put(self._conv.keys.get(("", name), name), item, key)
+
+    def _section(self, section: str, block: Located, written: str) -> None:
+        for key, item in block.value.items():
+            name = spelling(key)
+            where = f"{written}.{key}"
+            nested = self._conv.sections.get(name)
+            if isinstance(item.value, dict) and nested is not None and nested != section:
+                self._section(nested, item, where)  # model.moe: {...} reads as moe
+                continue
+            self._put(self._conv.keys.get((section, name), f"{section}.{name}"), item, where)
+
+    def _put(self, key: str, item: Located, written: str) -> None:
+        if item.value is None:
+            return
+        if key in self.fields:
+            first = self.fields[key]
+            if first.plain() != item.plain():
+                self.problems += 1
+                self.errors.append(UsageError(
+                    f"run '{self.id}': {written} = {item.value!r} and {self.written[key]} = "
+                    f"{first.value!r} give two values for {key}; keep one", self.path,
+                    item.line))
+            return
+        self.fields[key] = item
+        self.written[key] = written
+
+    # -- typed access --------------------------------------------------------------------------
+    def get(self, key: str) -> Located | None:
+        return self.fields.get(key)
 
     def section(self, name: str) -> dict[str, Located]:
-        item = self.get(name)
-        return item.value if item is not None and isinstance(item.value, dict) else {}
+        """The fields under `name.` (canonical keys without the prefix)."""
+        prefix = f"{name}."
+        return {k[len(prefix):]: v for k, v in self.fields.items() if k.startswith(prefix)}
 
-    def _bad(self, key: str, item: Located, want: str) -> None:
-        self.errors.append(UsageError(f"run '{self.id}': {key} = {item.value!r} is not {want}",
+    def bad(self, key: str, item: Located, want: str) -> None:
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        self.problems += 1
+        self.errors.append(UsageError(f"run '{self.id}': {self.written.get(key, key)} = "
+                                      f"{item.value!r} is not {want}; write {want} there",
                                       self.path, item.line))
 
     def number(self, key: str, integer: bool = False, minimum: float = 0) -> float | int | None:
         item = self.get(key)
         if item is None:
             return None
-        v = item.value
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
-            self._bad(key, item, "an integer" if integer else "a number")
+        v = _as_number(item.value)
+        want = "an integer" if integer else "a number"
+        if v is None:
+            self.bad(key, item, want)
             return None
+        if isinstance(item.value, str):
+            reading = f"{self.written.get(key, key)} given as {item.value!r}: {v:g}"
+            if reading not in self.readings:
+                self.readings.append(reading)
         if integer and v != int(v):
-            self._bad(key, item, "an integer")
+            self.bad(key, item, want)
             return None
         if v < minimum:
-            self._bad(key, item, f"a number >= {minimum}")
+            self.bad(key, item, f"{want} >= {minimum:g}")
             return None
         return int(v) if integer else v
 
@@ -108,15 +174,40 @@ class Row:
         item = self.get(key)
         if item is None:
             return None
-        v = item.value
-        if isinstance(v, bool):
-            return v
-        if isinstance(v, str) and v.lower() in ("true", "false", "yes", "no"):
-            return v.lower() in ("true", "yes")
-        self._bad(key, item, "true or false")
-        return None
+        v = as_flag(item.value)
+        if v is None:
+            self.bad(key, item, "true or false")
+        return v
 
     def text(self, key: str) -> str | None:
         item = self.get(key)
         return None if item is None else str(item.value)
 
+
+def as_flag(value: Any) -> bool | None:
+    """true/false as people write them (yes, on, enabled, 1, ...), or None."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in ("true", "yes", "on", "enabled", "enable", "1"):
+            return True
+        if word in ("false", "no", "off", "disabled", "disable", "none", "0"):
+            return False
+    return None
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, str):
+        m = _NUMBER_TEXT.match(value)
+        if m:
+            number = float(m.group(1).replace(",", "").replace("_", ""))
+            return int(number) if number == int(number) and "." not in m.group(1) \
+                and "e" not in m.group(1).lower() else number
+    return None

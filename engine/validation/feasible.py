@@ -1,0 +1,55 @@
+"""The best feasible value of knobs a run leaves out, by the project's own layout search.
+
+Published runs are tuned, so a knob a run does not report (and no published recipe gives) is
+taken at the value `dlformula search` ranks first for the stated layout: every other setting
+of the run fixed, only the knobs left out varied, among the layouts that run and fit in memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# (engine, the mapped config, the knobs) -> the values chosen; the same run is often mapped
+# several times in one process (validate, --show, the docs).
+_CACHE: dict[tuple[int, tuple[tuple[str, str], ...], tuple[str, ...]], dict[str, Any] | None] = {}
+
+
+def best_feasible(engine: Any, sets: dict[str, Any], knobs: list[str]) -> dict[str, Any] | None:
+    """{knob: value} for the layout `search` ranks first by step time with every setting of
+    `sets` fixed but `knobs`; None when no value runs and fits (or the config cannot be read)."""
+    from ..errors import DlfError
+    from ..search import search
+
+    key = (id(engine), tuple(sorted((k, _text(v)) for k, v in sets.items())), tuple(knobs))
+    if key in _CACHE:
+        return _CACHE[key]
+    given = [f"{k}={_text(v)}" for k, v in sets.items() if k not in knobs]
+    by_key = {d.config: d for d in engine.model.inputs.values() if d.config}
+    try:
+        config = engine.config(None, given, check_layout=False)
+        fix = [f"{k}={_text(config.labels.get(d.name, config.values[d.name]))}"
+               for k, d in by_key.items()
+               if k.split(".")[0] in ("parallelism", "training", "moe") and k not in knobs
+               and d.name in config.values]
+        result = search(None, gpus=int(config.values["gpus"]), sets=given, fix=fix,
+                        engine=engine, top=1)
+    except DlfError:
+        result = None
+    best = result.best() if result is not None else None
+    chosen = None if best is None else {
+        k: _plain(best[by_key[k].name], by_key[k]) for k in knobs if by_key[k].name in best}
+    _CACHE[key] = chosen
+    return chosen
+
+
+def _plain(value: Any, d: Any) -> Any:
+    """A search column value as the config writes it (a choice's label, an integer)."""
+    if d.choices:
+        return next((label for label, code in d.choices if code == value), value)
+    if d.domain.kind == "boolean":
+        return bool(value)
+    return int(value) if float(value) == int(value) else float(value)
+
+
+def _text(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)

@@ -1,0 +1,153 @@
+"""The parallel layout and the batch of a run, and the knobs it leaves out.
+
+A knob a run leaves out (an interleaving factor it does not report, the micro-batch, expert
+parallelism) takes the value the framework's published recipe used for that model and scale
+(conventions.yaml `recipes`), else the best feasible value `dlformula search` finds for the
+stated layout (published runs are tuned), and the run's assumptions say which. The pipeline
+split of uneven stages is the formulas' own (formulas/parallelism.yaml): the mapping never
+computes it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .conventions import first_match, holds
+from .mapping import Mapper
+
+# Text that says a pipeline is interleaved, and text that says it is not.
+INTERLEAVED = re.compile(r"interleav|looped|virtual", re.IGNORECASE)
+NOT_INTERLEAVED = re.compile(r"\bnot\b[^;,]*interleav|non-?interleav|\bno\b[^;,]*interleav|"
+                             r"without[^;,]*interleav", re.IGNORECASE)
+# An interleaving factor written in text: "v=4", "vpp 4", "4 chunks", "4 virtual stages".
+FACTOR = re.compile(r"\b(?:v|vpp|vp)\s*[=:]?\s*(\d+)\b|\b(\d+)\s*(?:model\s+)?(?:chunks|virtual)",
+                    re.IGNORECASE)
+
+
+def layout(m: Mapper) -> None:
+    row, sets, notes = m.row, m.sets, m.notes
+    tp = row.integer("parallel.tp", 1) or 1
+    pp = row.integer("parallel.pp", 1) or 1
+    cp = row.integer("parallel.cp", 1) or 1
+    count = row.integer("hardware.count", 1)
+    dp = row.integer("parallel.dp", 1)
+    if dp is None:
+        if count is None:
+            m.invalid("gives neither parallel.dp nor hardware.count; add the GPU count")
+        dp = max(1, (count or 1) // (tp * pp * cp))
+        notes.append(f"dp not given: hardware.count / (tp x pp x cp) = {dp}")
+    sets.update({"hardware.gpus": count or tp * pp * cp * dp, "parallelism.tp": tp,
+                 "parallelism.pp": pp, "parallelism.dp": dp, "parallelism.cp": cp})
+    sp = row.flag("parallel.sp")
+    if sp is None and tp > 1:
+        notes.append("sp not given: on (tp > 1)")
+    sets["parallelism.sp"] = sp if sp is not None else tp > 1
+    fsdp = (row.text("parallel.fsdp") or "").lower()
+    zero = row.integer("parallel.zero", 0)
+    if zero is None and fsdp not in ("", "false", "no", "none", "no_shard"):
+        zero = 2 if "grad_op" in fsdp else 3
+    if zero is None:
+        zero = 1
+        notes.append("zero not given: 1 (distributed optimizer)")
+    sets["parallelism.zero"] = zero
+    _interleaving(m, pp)
+
+
+def _interleaving(m: Mapper, pp: int) -> None:
+    """vpp and the schedule: as stated; an interleaved schedule without its factor is a knob
+    left out; interleaving without pipeline parallelism is ignored, as frameworks ignore it."""
+    row, sets, notes = m.row, m.sets, m.notes
+    item = row.get("parallel.vpp")
+    schedule = row.text("parallel.pp_schedule") or ""
+    written = row.written.get("parallel.vpp", "vpp")
+    vpp = 1
+    said = f"{'' if item is None else item.value} {schedule}"
+    if item is not None and not isinstance(item.value, str):
+        vpp = row.integer("parallel.vpp", 1) or 1
+    elif item is not None:
+        factor = FACTOR.search(item.value)
+        if factor or re.match(r"^\s*\d", item.value):
+            vpp = int(factor.group(1) or factor.group(2)) if factor else \
+                row.integer("parallel.vpp", 1) or 1
+    interleaved = bool(INTERLEAVED.search(said)) and not NOT_INTERLEAVED.search(said)
+    if pp == 1 and (vpp > 1 or interleaved):
+        what = f"{written} = {_shown(item.value)}" if item is not None else \
+            f"pp_schedule {_shown(schedule)}"
+        notes.append(f"{what} ignored: interleaving needs pipeline parallelism (pp = 1)")
+        vpp = 1
+    elif interleaved and vpp == 1 and (item is None or isinstance(item.value, str)):
+        text = item.value if item is not None else schedule
+        m.unknown["parallelism.vpp"] = f"interleaved ({_shown(text)}) without the factor"
+    elif item is not None and isinstance(item.value, str) and vpp == 1:
+        notes.append(f"{written} given as {item.value[:40]!r}: 1 (no interleaving)")
+    sets["parallelism.vpp"] = vpp
+    if schedule and "parallelism.schedule" in m.known:
+        found = first_match(m.conv.schedules, re.sub(r"[^a-z0-9]", "", schedule.lower()))
+        if found is not None:
+            sets["parallelism.schedule"] = found.value
+        else:
+            notes.append(f"pipeline schedule {schedule!r} not modelled: 1F1B")
+
+
+def batch(m: Mapper) -> None:
+    row, sets, notes = m.row, m.sets, m.notes
+    dp, pp = sets["parallelism.dp"], sets["parallelism.pp"]
+    micro = row.integer("batch.micro_batch", 1)
+    gbs = row.integer("batch.global_batch", 1)
+    local = row.integer("batch.local_batch", 1)
+    tokens = row.integer("batch.global_batch_tokens", 1)
+    if gbs is None and tokens is not None:
+        gbs = max(1, round(tokens / sets["training.seq_len"]))
+        notes.append(f"global batch of {tokens} tokens: {gbs} sequences")
+    if gbs is None and local is not None:
+        gbs = local * dp
+        notes.append(f"global batch: local batch {local} x dp {dp} = {gbs}")
+    if micro is None and local is not None and pp == 1:
+        micro = local
+    if gbs is None:
+        gbs = dp * (micro or 1)
+        notes.append(f"global batch not given: one micro-batch per replica ({gbs})")
+    per_replica = gbs // dp if gbs % dp == 0 else None
+    if micro is not None and pp > 1 and per_replica is not None and micro == per_replica \
+            and per_replica % pp == 0 and per_replica > 1:
+        # A pipeline run with one micro-batch is never what was measured: the source gave
+        # the local batch (torchtitan: "local batch size 32").
+        micro = per_replica // pp
+        notes.append(f"micro_batch {per_replica} is the whole local batch: split into pp = "
+                     f"{pp} pipeline micro-batches of {micro} (torchtitan's default number "
+                     "of micro-batches)")
+    if micro is None:
+        micro = 1
+        m.unknown["training.micro_batch"] = "micro-batch not given"
+    sets["training.micro_batch"] = micro
+    sets["training.global_batch"] = gbs
+    sets["training.tokens"] = gbs * sets["training.seq_len"]  # one step; no target uses it
+
+
+def knobs(m: Mapper) -> None:
+    """Knobs the run leaves out: a published recipe's value, else the best feasible one."""
+    left = {k: why for k, why in m.unknown.items() if k in m.known}
+    for knob in list(left):
+        recipe = next((r for r in m.conv.recipes
+                       if r.knob == knob and holds(r.when, m.texts, m.sets)), None)
+        if recipe is not None:
+            m.sets[knob] = recipe.value
+            m.notes.append(f"{left.pop(knob)}: {knob} = {recipe.value}, the published recipe's "
+                           f"value ({recipe.source})")
+    if not left:
+        return
+    best = m.ctx.best(dict(m.sets), list(left)) if m.ctx.best is not None else None
+    if best:
+        m.sets.update(best)
+        chosen = ", ".join(f"{k} = {v}" for k, v in best.items())
+        m.notes.append(f"{'; '.join(left.values())}: {chosen}, the best feasible value "
+                       "`dlformula search` finds for the stated layout (no published recipe "
+                       "known)")
+    else:
+        kept = ", ".join(f"{k} = {m.sets.get(k, 'the default')}" for k in left)
+        m.notes.append(f"{'; '.join(left.values())}: {kept} (no published recipe known, and "
+                       "no feasible value found for the stated layout)")
+
+
+def _shown(value: object) -> str:
+    return repr(value[:60]) if isinstance(value, str) else str(value)
