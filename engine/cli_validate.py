@@ -25,8 +25,8 @@ def validate(ctx: click.Context, runs: str | None, fmt: str, only: str | None,
              show_id: str | None, list_sets: bool) -> None:
     """Predict every run in RUNS and compare with what was measured.
 
-    RUNS is a shipped set by name (`dlformula validate --list`: public, held-out-dense,
-    held-out-moe) or a YAML list of published runs in their schema: model shape, hardware,
+    RUNS is a shipped set by name (`dlformula validate --list` names them, e.g. public) or
+    the path of a YAML list of published runs in their schema: model shape, hardware,
     parallel layout, batch, precision, and a `target` block with step_time_s,
     memory_gib_peak and/or layer_fwd_bwd_ms. Each run becomes a config by the mapping in
     docs/validation.md, which reads the spellings sources use (nested model.moe blocks,

@@ -7,11 +7,13 @@ of the run fixed, only the knobs left out varied, among the layouts that run and
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
-# (engine, the mapped config, the knobs) -> the values chosen; the same run is often mapped
+# engine -> (the mapped config, the knobs) -> the values chosen; the same run is often mapped
 # several times in one process (validate, --show, the docs).
-_CACHE: dict[tuple[int, tuple[tuple[str, str], ...], tuple[str, ...]], dict[str, Any] | None] = {}
+_CACHE: weakref.WeakKeyDictionary[Any, dict[Any, dict[str, Any] | None]] = \
+    weakref.WeakKeyDictionary()
 
 
 def best_feasible(engine: Any, sets: dict[str, Any], knobs: list[str]) -> dict[str, Any] | None:
@@ -20,9 +22,10 @@ def best_feasible(engine: Any, sets: dict[str, Any], knobs: list[str]) -> dict[s
     from ..errors import DlfError
     from ..search import search
 
-    key = (id(engine), tuple(sorted((k, _text(v)) for k, v in sets.items())), tuple(knobs))
-    if key in _CACHE:
-        return _CACHE[key]
+    cache = _CACHE.setdefault(engine, {})
+    key = (tuple(sorted((k, _text(v)) for k, v in sets.items())), tuple(knobs))
+    if key in cache:
+        return cache[key]
     given = [f"{k}={_text(v)}" for k, v in sets.items() if k not in knobs]
     by_key = {d.config: d for d in engine.model.inputs.values() if d.config}
     try:
@@ -38,7 +41,7 @@ def best_feasible(engine: Any, sets: dict[str, Any], knobs: list[str]) -> dict[s
     best = result.best() if result is not None else None
     chosen = None if best is None else {
         k: _plain(best[by_key[k].name], by_key[k]) for k in knobs if by_key[k].name in best}
-    _CACHE[key] = chosen
+    cache[key] = chosen
     return chosen
 
 

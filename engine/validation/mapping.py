@@ -261,7 +261,7 @@ class Mapper:
         ep = row.integer("parallel.ep", 1)
         experts = values.get("moe.experts") or 0
         if experts <= 1 and not re.search(r"\bmoe\b|mixture.of.experts", self.arch):
-            if ep is not None and ep > 1:
+            if ep is not None:
                 self.notes.append(f"ep = {ep} ignored: a dense model has no experts to "
                                   "spread")
             if row.get("parallel.etp") is not None and (row.integer("parallel.etp", 1) or 1) > 1:

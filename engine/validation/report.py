@@ -94,8 +94,9 @@ def validate(engine: Any, path: str, only: str | None = None) -> dict[str, Any]:
             rows.append({"id": row.id, "skipped": "the row has no target (step_time_s, "
                          "memory_gib_peak or layer_fwd_bwd_ms) to compare with"})
             continue
-        rows.append(_predict_row(engine, row, ctx, targets))
-    rows = [r for r in rows if r is not None]
+        predicted = _predict_row(engine, row, ctx, targets)
+        if predicted is not None:  # None: malformed, reported with its lines
+            rows.append(predicted)
     if only and not rows and not errors:
         raise UsageError(f"--only '{only}' matches no run id in {dpath}")
     errors.sort(key=lambda e: e.line or 0)
