@@ -29,7 +29,8 @@ def best_feasible(engine: Any, sets: dict[str, Any], knobs: list[str]) -> dict[s
     given = [f"{k}={_text(v)}" for k, v in sets.items() if k not in knobs]
     by_key = {d.config: d for d in engine.model.inputs.values() if d.config}
     try:
-        config = engine.config(None, given, check_layout=False)
+        config = engine.config(None, {k: v for k, v in sets.items() if k not in knobs},
+                               check_layout=False)
         fix = [f"{k}={_text(config.labels.get(d.name, config.values[d.name]))}"
                for k, d in by_key.items()
                if k.split(".")[0] in ("parallelism", "training", "moe") and k not in knobs

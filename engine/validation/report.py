@@ -123,7 +123,7 @@ def _predict_row(engine: Any, row: Row, ctx: Context,
     except Invalid:
         return None  # reported with its lines
     try:
-        result = engine.evaluate(None, mapped.sets)
+        result = engine.evaluate(None, mapped.values)
     except DlfError as exc:
         reason = "; ".join(getattr(e, "message", str(e)) for e in _errors_of(exc))
         return {"id": row.id, "skipped": f"cannot evaluate: {reason}"}

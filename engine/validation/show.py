@@ -43,7 +43,7 @@ def show(engine: Any, path: str, run_id: str) -> str:
              "# dlformula eval accepts this file unchanged: dlformula eval FILE --brief"]
     notes = list(mapped.assumptions)
     try:
-        result = engine.evaluate(None, mapped.sets)
+        result = engine.evaluate(None, mapped.values)
         predicted = _figures(result)
         notes += _stages(result)
         for key, target in targets.items():
