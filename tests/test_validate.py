@@ -235,3 +235,22 @@ def test_a_run_without_its_model_shape_is_bad_input(run_validate, tmp_path):
     assert err == (f"error: {display_path(str(p))}:1: run 'shapeless': gives no model.heads, "
                    "model.vocab, model.seq_len; add them (the model shape and sequence length "
                    "are needed to predict it)\n")
+
+
+def test_a_config_that_cannot_run_is_bad_input(run_validate, tmp_path):
+    """A stated layout or value the formulas refuse is the run's to fix, not a skip."""
+    p = tmp_path / "runs.yaml"
+    p.write_text("- id: ok\n  model: {layers: 4, hidden: 64, heads: 2, vocab: 100, seq_len: 128}\n"
+                 "  hardware: {gpu: H100, count: 8}\n  parallel: {tp: 1, dp: 8}\n"
+                 "  batch: {micro_batch: 1, global_batch: 8}\n  target: {step_time_s: 1}\n"
+                 "- id: odd_batch\n"
+                 "  model: {layers: 4, hidden: 64, heads: 2, vocab: 100, seq_len: 128}\n"
+                 "  hardware: {gpu: H100, count: 8}\n  parallel: {tp: 1, dp: 8, zero: 1}\n"
+                 "  batch: {micro_batch: 3, global_batch: 8}\n  target: {step_time_s: 1}\n")
+    shown = display_path(str(p))
+    code, out, err = run_validate("validate", str(p))
+    assert code == 2 and "ok " in out and "odd_batch" not in out
+    assert err == (f"error: {shown}:7: run 'odd_batch': the config it states cannot run: "
+                   "training.global_batch = 8 is not divisible by dp x micro_batch = 8 x 3; "
+                   "change the batch, dp or micro_batch; fix the run (`dlformula validate "
+                   f"{shown} --show odd_batch` prints its config)\n")

@@ -124,9 +124,13 @@ def _predict_row(engine: Any, row: Row, ctx: Context,
         return None  # reported with its lines
     try:
         result = engine.evaluate(None, mapped.values)
-    except DlfError as exc:
+    except DlfError as exc:  # the layout or a value the run states cannot run: bad input
         reason = "; ".join(getattr(e, "message", str(e)) for e in _errors_of(exc))
-        return {"id": row.id, "skipped": f"cannot evaluate: {reason}"}
+        row.errors.append(UsageError(
+            f"run '{row.id}': the config it states cannot run: {reason.rstrip('.')}; fix the "
+            f"run (`dlformula validate {row.path} --show {row.id}` prints its config)", row.path,
+            row.line))
+        return None
     except (ArithmeticError, ValueError) as exc:  # a formula bug: keep the other rows
         return {"id": row.id, "skipped": f"evaluation failed ({type(exc).__name__}: {exc}); "
                 "this is a dlformula bug"}
@@ -179,7 +183,7 @@ def _targets(row: Row) -> dict[str, float] | None:
     problems = row.problems
     for key in TARGETS:
         item = row.get(f"target.{key}")
-        v = row.number(f"target.{key}")
+        v = row.number(f"target.{key}", minimum=-math.inf)
         if v is not None and v > 0:
             out[key] = float(v)
         elif v is not None and item is not None:
@@ -218,7 +222,8 @@ def to_table(report: dict[str, Any]) -> str:
     if skipped:
         lines += ["", f"skipped ({len(skipped)}):"]
         lines += [f"  {r['id']}: {r['skipped']}" for r in skipped]
-    lines += ["", "summary of |relative error|:"]
+    if done:
+        lines += ["", "summary of |relative error|:"]
     for key in TARGETS:
         s = report["summary"].get(key)
         if not s:
@@ -229,7 +234,7 @@ def to_table(report: dict[str, Any]) -> str:
                      f"{_pct(s['median_signed'])})")
         worst = ", ".join(f"{w['id']} {_pct(w['rel_error'])}" for w in s["worst"])
         lines.append(f"  {'':20} worst: {worst}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).lstrip("\n") + "\n"
 
 
 def _num(v: float) -> str:

@@ -50,9 +50,13 @@ def load_runs(path: str, errors: list[DlfError]) -> list[Located]:
                                      dpath, row.line))
             continue
         rid = row.value.get("id")
-        if rid is None or not isinstance(rid.value, (str, int)) or rid.value == "":
+        if rid is None or rid.value is None or rid.value == "":
             errors.append(UsageError("run has no 'id'; give each run a unique id", dpath,
                                      row.line))
+            continue
+        if isinstance(rid.value, bool) or not isinstance(rid.value, (str, int)):
+            errors.append(UsageError(f"run id {rid.plain()!r} is not a name; give each run a "
+                                     "unique id (text)", dpath, rid.line))
             continue
         if str(rid.value) in seen:
             errors.append(UsageError(f"duplicate run id '{rid.value}' (first on line "
@@ -120,8 +124,8 @@ class Row:
             if first.plain() != item.plain():
                 self.problems += 1
                 self.errors.append(UsageError(
-                    f"run '{self.id}': {written} = {item.value!r} and {self.written[key]} = "
-                    f"{first.value!r} give two values for {key}; keep one", self.path,
+                    f"run '{self.id}': {written} = {item.plain()!r} and {self.written[key]} = "
+                    f"{first.plain()!r} give two values for {key}; keep one", self.path,
                     item.line))
             return
         self.fields[key] = item
@@ -142,7 +146,7 @@ class Row:
         self._reported.add(key)
         self.problems += 1
         self.errors.append(UsageError(f"run '{self.id}': {self.written.get(key, key)} = "
-                                      f"{item.value!r} is not {want}; write {want} there",
+                                      f"{item.plain()!r} is not {want}; write {want} there",
                                       self.path, item.line))
 
     def number(self, key: str, integer: bool = False, minimum: float = 0) -> float | int | None:
@@ -181,7 +185,7 @@ class Row:
 
     def text(self, key: str) -> str | None:
         item = self.get(key)
-        return None if item is None else str(item.value)
+        return None if item is None else str(item.plain())
 
 
 def as_flag(value: Any) -> bool | None:
