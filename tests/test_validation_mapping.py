@@ -522,3 +522,11 @@ def test_a_file_written_by_someone_else(engine):
         assert (moe["moe.experts"], moe["moe.top_k"], moe["moe.expert_ffn_hidden"]) == (
             "8", "2", "14336")
         assert moe["parallelism.vpp"] == "8"  # NeMo's Mixtral 8x7B recipe
+
+
+def test_a_gpu_count_that_disagrees_with_dp_wins(engine):
+    m = _map(engine, _row(parallel={"tp": 2, "pp": 8, "dp": 8}, hardware={"count": 256},
+                          batch=_Replace({"global_batch_sequences": 256, "micro_batch": 1})))
+    assert (m.values["parallelism.dp"], m.values["hardware.gpus"]) == (16, 256)
+    assert "dp = 8 given, but hardware.count / (tp x pp x cp) = 16: the GPU count wins" in \
+        m.assumptions

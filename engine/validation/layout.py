@@ -36,6 +36,12 @@ def layout(m: Mapper) -> None:
             m.invalid("gives neither parallel.dp nor hardware.count; add the GPU count")
         dp = max(1, (count or 1) // (tp * pp * cp))
         notes.append(f"dp not given: hardware.count / (tp x pp x cp) = {dp}")
+    elif count is not None and tp * pp * cp * dp != count and count % (tp * pp * cp) == 0:
+        # Two stated numbers disagree; the GPU count is what ran (Megatron-LM: dp = world size
+        # / (tp x pp x cp)).
+        notes.append(f"dp = {dp} given, but hardware.count / (tp x pp x cp) = "
+                     f"{count // (tp * pp * cp)}: the GPU count wins")
+        dp = count // (tp * pp * cp)
     sets.update({"hardware.gpus": count or tp * pp * cp * dp, "parallelism.tp": tp,
                  "parallelism.pp": pp, "parallelism.dp": dp, "parallelism.cp": cp})
     sp = row.flag("parallel.sp")
