@@ -283,6 +283,7 @@ def test_moe_rows_without_the_plugin_are_skipped():
 @pytest.mark.parametrize("gpu, node", [
     ("A100-SXM4-80GB", "a100-sxm4-80gb"), ("A100-40GB", "a100-sxm4-40gb"),
     ("H100-SXM5-80GB (DGX H100)", "h100-sxm"), ("H100 PCIe", "h100-pcie"),
+    ("H100 SXM5 (NVLink 4, NVSwitch)", "h100-sxm"), ("H100 NVL", "h100-pcie"),
     ("NVIDIA H200", "h200"), ("GB200 NVL72", "gb200-nvl72"), ("B200", "b200"),
     ("MI300X", "mi300x"), ("TPU v4", "tpu-v4"), ("Cloud TPU v4-3072", "tpu-v4"),
     ("GB300 (DGX GB300 NVL72)", "gb300-nvl72"), ("NVIDIA B300 SXM", "b300"),
