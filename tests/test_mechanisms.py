@@ -1,0 +1,144 @@
+"""The cost model's mechanisms on cases small enough to work out by hand.
+
+Each test names the published mechanism it pins (NCCL's latency model, Megatron-LM's bucketing
+and overlap, Transformer Engine's FP8 casts, document masking, all-gather context parallelism,
+goodput) and recomputes the figure from the inputs, so a formula edit that changes the
+mechanism fails here with the arithmetic beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from dlformula.core import Engine
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
+US = 1e-6
+
+# GPT-3 175B in FP8 on 10,752 H100s, the strong-scaling layout of issue 12.
+AT_SCALE = {"hardware.node": "h100-sxm", "hardware.gpus": 10752, "parallelism.tp": 4,
+            "parallelism.pp": 8, "parallelism.dp": 336, "training.global_batch": 2688,
+            "training.micro_batch": 1, "training.precision": "fp8"}
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine()
+
+
+def test_data_parallel_ring_latency_follows_nccl_cost_model(engine):
+    r = engine.evaluate(GPT3, AT_SCALE)
+    # tp = 4 on 8-GPU nodes: 2 ranks of each DP group per node, 336 ranks over 168 nodes.
+    assert r["dp_ranks_per_domain"] == 2 and r["dp_group_domains"] == 168
+    # NCCL: base + (n - nodes) NVLink steps + (nodes - 1) network steps (Simple protocol).
+    expected = 8.4 * US + (336 - 168) * 3.4 * US + (168 - 1) * 14 * US
+    assert r["dp_ring_latency"] == pytest.approx(expected)
+    # An all-reduce takes NCCL's tree when it is cheaper: 2 ((ppn - 1) intra + log2i(nodes) inter).
+    tree = 8.4 * US + 2 * ((2 - 1) * 3.4 * US + math.floor(math.log2(168)) * 14 * US)
+    assert r["dp_allreduce_latency"] == pytest.approx(tree)
+
+
+def test_megatron_bucket_grows_with_the_data_parallel_size(engine):
+    big = engine.evaluate(GPT3, AT_SCALE)
+    assert big["dp_bucket_params"] == 336e6  # max(40M, 1M x dp)
+    assert big["dp_buckets"] == math.ceil(big["dp_params_per_gpu"] / 336e6)
+    small = engine.evaluate(GPT3)  # dp = 16
+    assert small["dp_bucket_params"] == 40e6
+    given = engine.evaluate(GPT3, {"parallelism.bucket_size": 1e8, "parallelism.vpp": 3,
+                                   "parallelism.pp": 8})
+    # The first model chunk is bucketed; every later chunk is one bucket.
+    assert given["dp_buckets"] == 2 + math.ceil(given["dp_params_per_gpu"] / 3 / 1e8)
+
+
+def test_gradient_reduction_exposes_the_last_bucket_or_what_the_window_cannot_absorb(engine):
+    r = engine.evaluate(GPT3, AT_SCALE)
+    total, n, window = r["dp_grad_reduce_time"], r["dp_buckets"], r["dp_overlap_window"]
+    assert r["dp_grad_reduce_exposed"] == pytest.approx(max(total / n,
+                                                            total - window * (n - 1) / n))
+    roomy = engine.evaluate(GPT3, {**AT_SCALE, "parallelism.vpp": 12})
+    assert roomy["dp_overlap_window"] > roomy["dp_grad_reduce_time"]
+    assert roomy["dp_grad_reduce_exposed"] == pytest.approx(
+        roomy["dp_grad_reduce_time"] / roomy["dp_buckets"])
+    off = engine.evaluate(GPT3, {**AT_SCALE, "parallelism.overlap_grad_reduce": False})
+    assert off["dp_grad_reduce_exposed"] == pytest.approx(off["dp_grad_reduce_time"])
+    # The hidden part still slows the compute it runs behind.
+    hidden = r["dp_comm_time"] - r["dp_grad_reduce_exposed"] - r["dp_param_gather_exposed"]
+    assert r["dp_comm_exposed"] == pytest.approx(
+        r["dp_grad_reduce_exposed"] + r["dp_param_gather_exposed"]
+        + r["overlap_slowdown"] * hidden)
+
+
+def test_fp8_casts_read_16_bits_and_write_fp8_and_its_transpose(engine):
+    bf16 = engine.evaluate(GPT3, {**AT_SCALE, "training.precision": "bf16"})
+    assert bf16["fp8_cast_time_forward"] == 0 and bf16["fp8_cast_time_backward"] == 0
+    r = engine.evaluate(GPT3, AT_SCALE)
+    tokens, h, tp = 2048, 12288, 4
+    forward = tokens * (h + h / tp + h + 4 * h / tp)  # QKV, out-proj, fc1, fc2 inputs
+    backward = tokens * (3 * h / tp + h + 4 * h / tp + h)  # their output gradients
+    assert r["fp8_cast_elements_forward"] == pytest.approx(forward)
+    assert r["fp8_cast_elements_backward"] == pytest.approx(backward)
+    assert r["fp8_cast_time_forward"] == pytest.approx(forward * 4 / r["hbm_bandwidth"])
+    # Small GEMMs lose twice as much against FP8's doubled peak.
+    assert r["gemm_small_dim_effective"] == pytest.approx(
+        r["gemm_small_dim"] * r["peak_flops_fp8"] / r["peak_flops_bf16"])
+
+
+def test_document_masking_attends_over_the_size_biased_document_length(engine):
+    full = engine.evaluate(GPT3)
+    assert full["attention_span"] == 2048
+    masked = engine.evaluate(GPT3, {"training.document_length": 512})  # cv 1: 2 x mean
+    assert masked["attention_span"] == 1024
+    assert masked["attention_core_flops"] == pytest.approx(full["attention_core_flops"] / 2)
+    even = engine.evaluate(GPT3, {"training.document_length": 512,
+                                  "training.document_length_cv": 0})
+    assert even["attention_span"] == 512
+    long_docs = engine.evaluate(GPT3, {"training.document_length": 1e6})
+    assert long_docs["attention_span"] == 2048  # never beyond the sequence
+
+
+def test_all_gather_context_parallelism_moves_the_ring_bytes_and_exposes_them(engine):
+    sets = {"parallelism.cp": 2, "parallelism.dp": 8, "training.seq_len": 8192}
+    ring = engine.evaluate(GPT3, sets)
+    gather = engine.evaluate(GPT3, {**sets, "parallelism.cp_comm": "allgather"})
+    assert gather["cp_comm_volume"] == ring["cp_comm_volume"]
+    assert gather["cp_comm_exposed_per_layer"] == gather["cp_comm_per_layer"]
+    expected = 3 * ((2 - 1) * gather["cp_chunk_bytes"] / gather["cp_bandwidth"]
+                    + gather["collective_base_latency"] + (2 - 1) * gather["cp_latency"])
+    assert gather["cp_comm_per_layer"] == pytest.approx(expected)
+
+
+def test_goodput_makes_training_time_a_wall_clock_forecast(engine):
+    r = engine.evaluate(GPT3)
+    share = 1 / (1 + 1024 * 2.195e-5 * 1002 / 3600)
+    assert r["goodput_share"] == pytest.approx(share)
+    assert r["training_time"] == pytest.approx(r["steady_training_time"] / share)
+    assert r["wallclock_step_time"] == pytest.approx(r["step_time"] / share)
+    llama3_scale = engine.evaluate(GPT3, {**AT_SCALE, "hardware.gpus": 16384,
+                                          "parallelism.dp": 512, "training.global_batch": 4096})
+    assert llama3_scale["goodput_share"] == pytest.approx(0.909, abs=0.002)  # ">90%"
+    given = engine.evaluate(GPT3, {"training.goodput": 0.8})
+    assert given["training_time"] == pytest.approx(given["steady_training_time"] / 0.8)
+
+
+def test_deepspeed_style_zero3_pays_a_latency_per_parameter_tensor(engine):
+    sets = {"parallelism.zero": 3, "parallelism.tp": 1, "parallelism.pp": 1,
+            "parallelism.dp": 1024, "training.global_batch": 2048}
+    layer = engine.evaluate(GPT3, sets)
+    tensor = engine.evaluate(GPT3, {**sets, "parallelism.zero3_gather_unit": "tensor"})
+    assert layer["zero3_collectives_per_layer"] == 1
+    # GPT-3: QKV, out-proj, fc1, fc2 weights and biases, two LayerNorms' scale and bias.
+    assert tensor["zero3_collectives_per_layer"] == tensor["param_tensors_per_layer"] == 12
+    extra = (12 - 1) * tensor["dp_ring_latency"]
+    assert tensor["zero3_layer_gather_time"] - layer["zero3_layer_gather_time"] == \
+        pytest.approx(extra)
+
+
+def test_tensor_parallel_traffic_hidden_behind_gemms_costs_the_overlap_slowdown(engine):
+    r = engine.evaluate(GPT3, {"parallelism.tp_comm_overlap": 1})
+    assert r["tp_comm_unhidden_per_layer"] == 0
+    assert r["tp_comm_exposed_per_layer"] == pytest.approx(
+        r["overlap_slowdown"] * r["tp_comm_per_layer"])
