@@ -226,7 +226,8 @@ def test_fp8_keeps_a_bf16_and_an_fp8_weight(engine):
 
 def test_achieved_rate_given(engine):
     r = engine.evaluate(GPT3, ["training.achieved_flops_per_gpu=156e12"])
-    assert r["training_time"] == pytest.approx(r["total_training_flops"] / (1024 * 156e12))
+    assert r["steady_training_time"] == pytest.approx(r["total_training_flops"] / (1024 * 156e12))
+    assert r["training_time"] == pytest.approx(r["steady_training_time"] / r["goodput_share"])
 
 
 def test_sublayer_breakdown_adds_up(gpt3):

@@ -116,7 +116,7 @@ def test_goodput_makes_training_time_a_wall_clock_forecast(engine):
     share = 1 / (1 + 1024 * 2.195e-5 * 1002 / 3600)
     assert r["goodput_share"] == pytest.approx(share)
     assert r["training_time"] == pytest.approx(r["steady_training_time"] / share)
-    assert r["wallclock_step_time"] == pytest.approx(r["step_time"] / share)
+    assert r["wall_time_per_step"] == pytest.approx(r["step_time"] / share)
     llama3_scale = engine.evaluate(GPT3, {**AT_SCALE, "hardware.gpus": 16384,
                                           "parallelism.dp": 512, "training.global_batch": 4096})
     assert llama3_scale["goodput_share"] == pytest.approx(0.909, abs=0.002)  # ">90%"
