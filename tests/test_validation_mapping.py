@@ -376,9 +376,9 @@ def test_layout_synonyms_and_blocks(engine):
 
 def test_tp_comm_overlap_true_is_the_documented_overlap(engine):
     """20 runs of the held-back file were refused because `tp_comm_overlap: true` reached an
-    input that takes a share: on means the framework's overlap, at the share the model hides
-    for any communication behind compute (conventions.yaml switches)."""
-    share = engine.model.inputs["overlap_efficiency"].default
+    input that takes a share: on means the framework's overlap, all TP traffic split with the
+    GEMMs (the hidden part costs the overlap slowdown; conventions.yaml switches)."""
+    share = 1
     m = _map(engine, _row(parallel={"tp": 8, "dp": 1, "tp_comm_overlap": True}))
     assert m.values["parallelism.tp_comm_overlap"] == share
     assert any(a.startswith(f"parallel.tp_comm_overlap on: parallelism.tp_comm_overlap = "
@@ -510,8 +510,7 @@ def test_a_file_written_by_someone_else(engine):
     dense = dict(i.split("=", 1) for i in rows["dense_tp_overlap"]["config"])
     assert (dense["parallelism.tp"], dense["parallelism.pp"], dense["parallelism.vpp"]) == (
         "4", "4", "5")  # NeMo's Llama 3 70B recipe
-    assert float(dense["parallelism.tp_comm_overlap"]) == \
-        engine.model.inputs["overlap_efficiency"].default
+    assert float(dense["parallelism.tp_comm_overlap"]) == 1
     assert "ep = 1 ignored: a dense model has no experts to spread" in \
         rows["dense_tp_overlap"]["assumptions"]
     flat = dict(i.split("=", 1) for i in rows["vpp_without_pp"]["config"])

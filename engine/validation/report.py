@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import re
 from typing import Any
 
 from ..errors import DlfError, UsageError, display_path
@@ -138,10 +139,34 @@ def _predict_row(engine: Any, row: Row, ctx: Context,
     bad = [k for k in targets if not math.isfinite(predicted[k])]
     if bad:
         return {"id": row.id, "skipped": f"the model gives a non-finite {bad[0]}"}
+    notes = mapped.assumptions + _stages(result)
+    if "step_time_s" in targets and wall_clock_target(row):
+        # Compare steady state with steady state: the run's average over its wall-clock time
+        # includes interruptions, which goodput_share estimates (formulas/time.yaml).
+        share = float(result["goodput_share"])
+        notes.append(f"target.step_time_s {targets['step_time_s']:g} s is a wall-clock average "
+                     f"(interruptions included): compared as {share:.3f} x that, the "
+                     f"steady-state share goodput_share gives")
+        targets = {**targets, "step_time_s": targets["step_time_s"] * share}
     pred = {k: predicted[k] for k in targets}
     rel = {k: (pred[k] - targets[k]) / targets[k] for k in targets}
     return {"id": row.id, "predicted": pred, "target": targets, "rel_error": rel,
-            "config": mapped.sets, "assumptions": mapped.assumptions + _stages(result)}
+            "config": mapped.sets, "assumptions": notes}
+
+
+# A target basis that says the run's time includes its stalls: total time over steps.
+WALL_CLOCK = re.compile(r"wall[- ]?clock|includ\w* (?:all )?(?:restarts|failures|interruptions|"
+                        r"stalls|downtime)|end[- ]to[- ]end (?:run|training) time|total "
+                        r"(?:training |run )?(?:time|days|duration)|calendar", re.I)
+
+
+def wall_clock_target(row: Row) -> bool:
+    """True when the run's step-time target averages its wall-clock time, stalls included:
+    `target.basis_kind: wall_clock`, or a `target.basis` that says so."""
+    kind = (row.text("target.basis_kind") or "").strip().lower().replace("-", "_")
+    if kind in ("wall_clock", "wallclock", "steady_state", "steady"):
+        return kind.startswith("wall")
+    return bool(WALL_CLOCK.search(row.text("target.basis") or ""))
 
 
 def _figures(result: Any) -> dict[str, float]:
