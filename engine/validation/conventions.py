@@ -128,7 +128,7 @@ def parse(text: str, path: str) -> Conventions:
                                str(reader.need(r, "source").value))
         canonical = "parallel." + key.split(".", 1)[1]
         for name in reader.words(r, "names"):
-            for section in ("parallel", "training"):
+            for section in ("parallel", "training", "framework"):
                 keys[(section, spelling(name))] = canonical
     conv = Conventions(
         sections=sections, keys=keys, sources=sources,

@@ -180,7 +180,9 @@ class Mapper:
         hidden = sets["model.hidden"]
         glu = row.flag("model.glu")
         if glu is None:
-            if re.search(r"swiglu|geglu|glu|llama|mixtral|gated", arch):
+            if re.search(r"non[- ]?(?:gated|glu)|ungated|without (?:a )?gat|no glu", arch):
+                glu = False  # "GeLU non-gated" names "gated" too: read the negation first
+            elif re.search(r"swiglu|geglu|reglu|\bglu\b|llama|mixtral|\bgated", arch):
                 glu = True
             elif re.search(r"gelu|relu", arch):
                 glu = False

@@ -119,6 +119,8 @@ class Row:
     def _put(self, key: str, item: Located, written: str) -> None:
         if item.value is None:
             return
+        if key == "moe.moe_every":
+            item = _layer_frequency(item)
         if key in self.fields:
             first = self.fields[key]
             if first.plain() != item.plain():
@@ -215,3 +217,26 @@ def _as_number(value: Any) -> float | None:
             return int(number) if number == int(number) and "." not in m.group(1) \
                 and "e" not in m.group(1).lower() else number
     return None
+
+
+_PATTERN = re.compile(r"^\s*\[([\d\s,]+)\]\s*(?:\*\s*(\d+))?\s*$")
+
+
+def _layer_frequency(item: Located) -> Located:
+    """Megatron-LM's --moe-layer-freq written as a pattern ('[0, 1] * 24', or a list of 0/1 per
+    layer, 1 = MoE) as the period the model takes (moe_every: a MoE layer every n layers);
+    anything else as written."""
+    value = item.value
+    if isinstance(value, list) and all(isinstance(v, Located) for v in value):
+        pattern = [v.value for v in value]
+    elif isinstance(value, str) and (m := _PATTERN.match(value)):
+        pattern = [int(x) for x in m.group(1).replace(",", " ").split()]
+    else:
+        return item
+    if not pattern or any(v not in (0, 1) for v in pattern) or 1 not in pattern:
+        return item
+    ones = [i for i, v in enumerate(pattern) if v == 1]
+    period = ones[1] - ones[0] if len(ones) > 1 else len(pattern)
+    if any(b - a != period for a, b in zip(ones, ones[1:])):
+        return item  # not periodic: left for the mapping to refuse with its line
+    return Located(period, item.line)
