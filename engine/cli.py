@@ -11,9 +11,8 @@ from typing import Any
 import click
 
 from .cli_plugins import loaded_plugins, plugin_option, plugins_command, use_plugin_paths
-from .errors import DlfError, UsageError
-
-FORMATS = ["table", "json", "csv", "yaml"]
+from .errors import UsageError
+from .eval_command import FORMATS
 
 # Commands whose modules are imported only when the command runs or --help lists it: compiling
 # cli_sweep.py alone costs `dlformula eval` about 10 ms (nothing is byte-compiled on these
@@ -123,21 +122,13 @@ def eval_cmd(ctx: click.Context, config: str, sets: tuple[str, ...], hf_config: 
     The table shows human units (GiB, TFLOP/s, ms, days) with the key results first; json, csv
     and yaml give raw values in each quantity's declared unit (SI: bytes, seconds, FLOP).
     """
-    from . import report
+    from .eval_command import eval_output
 
-    result = _engine(ctx).evaluate(config, sets, hf_config)
-    for message in result.model.warnings(result.values):
-        click.echo(f"warning: {message}", err=True)
-    if brief:
-        click.echo("\n".join(report.key_results(result)))
-        return
-    if breakdown:
-        click.echo(report.layer_breakdown(result), nl=False)
-        return
-    writer = {"table": report.to_table, "json": report.to_json, "csv": report.to_csv,
-              "yaml": report.to_yaml}[fmt]
-    text = writer(result, only)
-    click.echo(text, nl=not text.endswith("\n"))
+    warnings, text = eval_output(_engine(ctx), config, sets, hf_config, only, fmt, brief,
+                                 breakdown)
+    for line in warnings:
+        click.echo(line, err=True)
+    click.echo(text, nl=False)
 
 
 @cli.command()
@@ -259,43 +250,36 @@ cli.add_command(plugins_command)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the CLI, turn every error into one line per problem and an exit code."""
-    try:
-        with loaded_plugins(cli, argv):
-            rv = cli.main(args=argv, prog_name="dlformula", standalone_mode=False)
-        return rv if isinstance(rv, int) else 0
-    except DlfError as exc:
-        for line in exc.lines():
-            click.echo(f"error: {line}", err=True)
-        return exc.exit_code
-    except click.exceptions.NoSuchOption as exc:
-        hint = f"; did you mean {exc.possibilities[0]}?" if exc.possibilities else ""
-        click.echo(f"error: {exc.format_message()}{hint} (see --help)", err=True)
-        return 2
-    except click.UsageError as exc:
-        cmd = exc.ctx.command_path if exc.ctx else "dlformula"
-        click.echo(f"error: {exc.format_message()} (see `{cmd} --help`)", err=True)
-        return 2
-    except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
-        return exc.exit_code
-    except click.exceptions.Abort:
-        return 130
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        sys.stderr.close()  # output piped into `head`: not an error
-        return 0
-    except Exception as exc:  # a bug, not bad input: one line, traceback on request
-        if os.environ.get("DLFORMULA_DEBUG"):
-            raise
-        click.echo(f"internal error: {type(exc).__name__}: {exc} (this is a dlformula bug; "
-                   "rerun with DLFORMULA_DEBUG=1 for the traceback and report it)", err=True)
-        return 1
+    """Run the CLI through click, turning every error into one line per problem and an exit
+    code (launch.main is the program's entry point: it runs a plain `eval` without click)."""
+    from .launch import guarded
+
+    def run() -> int:
+        try:
+            with loaded_plugins(cli, argv):
+                rv = cli.main(args=argv, prog_name="dlformula", standalone_mode=False)
+            return rv if isinstance(rv, int) else 0
+        except click.exceptions.NoSuchOption as exc:
+            hint = f"; did you mean {exc.possibilities[0]}?" if exc.possibilities else ""
+            click.echo(f"error: {exc.format_message()}{hint} (see --help)", err=True)
+            return 2
+        except click.UsageError as exc:
+            cmd = exc.ctx.command_path if exc.ctx else "dlformula"
+            click.echo(f"error: {exc.format_message()} (see `{cmd} --help`)", err=True)
+            return 2
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            return exc.exit_code
+        except click.exceptions.Abort:
+            return 130
+
+    return guarded(run)
 
 
 def entry() -> None:
-    sys.exit(main())
+    from .launch import entry as launch_entry
+
+    launch_entry()
 
 
 if __name__ == "__main__":

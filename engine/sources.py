@@ -3,7 +3,6 @@ Kept apart from loader.py so that a cached run never imports the loader."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import NamedTuple
 
 
@@ -16,6 +15,8 @@ class Source(NamedTuple):
 
 
 def digest_sources(sources: list[Source]) -> str:
+    import hashlib
+
     h = hashlib.sha256()
     for s in sources:
         for part in (s.origin, s.path, s.text):

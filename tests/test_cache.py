@@ -258,3 +258,23 @@ def test_the_engine_has_no_import_cycle():
         for target in _imports(ast.parse(file.read_text(encoding="utf-8"))):
             graph.add_edge(file.stem, target)
     assert list(nx.simple_cycles(graph)) == []
+
+
+def test_a_warm_explain_needs_no_sympy_and_latex_does(tmp_path):
+    def explain(*extra: str) -> tuple[str, str]:
+        code = ("import sys; from dlformula.cli import main; "
+                f"main(['explain', 'act_memory', '-c', {EXAMPLE!r}, '--depth', '1', *{extra!r}])"
+                "; print('sympy' in sys.modules, file=sys.stderr)")
+        env = dict(os.environ, DLFORMULA_CACHE_DIR=str(tmp_path))
+        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        return res.stdout, res.stderr.splitlines()[-1]
+
+    cold, imported = explain()
+    assert imported == "True"  # builds the model
+    warm, imported = explain()
+    assert (warm, imported) == (cold, "False")
+    assert "act_memory = " in warm and "defined at formulas/memory.yaml:" in warm
+    latex, imported = explain("--latex")
+    assert imported == "True" and "latex: " in latex

@@ -309,3 +309,140 @@ def test_dumped_config_keys_are_cached_by_their_exact_data(yaml_cache):
     assert len(list(yaml_cache.glob("*.marshal"))) == 5
     with pytest.raises(yaml.representer.RepresenterError):  # not plain data: as PyYAML does
         dump_yaml({"p": Path("x")})
+
+
+# -- the program's entry point: a plain eval without click ---------------------------------------
+_PROGRAM_PROBE = ("import sys; before = set(sys.modules); from dlformula.launch import main; "
+                  "code = main(sys.argv[1:]); "
+                  "print(sorted(m for m in {watched!r} if m in sys.modules and m not in before),"
+                  " file=sys.stderr); sys.exit(code)")
+
+
+def _program(args: list[str], watched: tuple[str, ...], cache: Path) -> tuple[int, str, str]:
+    env = dict(os.environ, DLFORMULA_CACHE_DIR=str(cache))
+    res = subprocess.run([sys.executable, "-c", _PROGRAM_PROBE.format(watched=watched), *args],
+                         env=env, capture_output=True, text=True, timeout=120)
+    return res.returncode, res.stdout, res.stderr
+
+
+def test_a_warm_eval_imports_only_what_it_uses(tmp_path):
+    """Not click (its commands are not needed to read `eval CONFIG`), not importlib.resources,
+    pathlib or fractions (data folders are listed with os), not hashlib (the cache's keys come
+    from the small _blake2 module)."""
+    watched = ("click", "importlib.resources", "pathlib", "fractions", "hashlib", "yaml", "importlib.metadata", "sympy", "numpy", "networkx")
+    args = ["eval", GPT3, "--set", "parallelism.tp=4", "--set", "parallelism.dp=32"]
+    code, first, err = _program(args, watched, tmp_path)
+    assert code == 0, err
+    code, second, err = _program(args, watched, tmp_path)
+    assert code == 0, err
+    assert second == first
+    assert err.splitlines()[-1] == "[]"
+
+
+def test_python_m_dlformula_is_the_program(tmp_path, run):
+    env = dict(os.environ, DLFORMULA_CACHE_DIR=str(tmp_path))
+    res = subprocess.run([sys.executable, "-m", "dlformula", "eval", GPT3, "--only", "step_time"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == run("eval", GPT3, "--only", "step_time")[1]
+    res = subprocess.run([sys.executable, "-m", "dlformula", "--version"], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.startswith("dlformula ")
+
+
+def test_the_fast_path_knows_the_options_click_knows():
+    """The fast path's option table is click's `eval` command, option for option."""
+    import click
+
+    from dlformula.cli import cli
+    from dlformula.launch import EVAL_OPTIONS, GROUP_OPTIONS, PATH_OPTIONS
+
+    def table(command: click.Command) -> dict[str, object]:
+        out: dict[str, object] = {}
+        for p in command.params:
+            if not isinstance(p, click.Option) or p.name in ("help", "version"):
+                continue
+            long = [o for o in p.opts if o.startswith("--")]
+            assert len(long) == 1 and not p.secondary_opts, p.opts
+            kind: object = ("flag" if p.is_flag else "many" if p.multiple
+                            else tuple(p.type.choices) if isinstance(p.type, click.Choice)
+                            else "one")
+            out[long[0]] = kind
+        return out
+
+    eval_cmd = cli.commands["eval"]
+    assert table(eval_cmd) == EVAL_OPTIONS
+    assert table(cli) == GROUP_OPTIONS
+    paths = {f"--{p.name.replace('_', '-')}" for p in eval_cmd.params
+             if isinstance(p, click.Option) and isinstance(p.type, click.Path)
+             and not p.type.dir_okay}
+    assert paths == set(PATH_OPTIONS)
+    positional = [p for p in eval_cmd.params if isinstance(p, click.Argument)]
+    assert [(p.name, p.nargs, p.required) for p in positional] == [("config", 1, True)]
+
+
+@pytest.mark.parametrize("args", [
+    ["--no-cache", "eval", "CONFIG", "--only", "step_time"],
+    ["--only", "tokens_*"],
+    ["--only=step_time", "--format=json"],
+    ["--format", "csv", "--only", "mfu", "--set", "parallelism.tp=4", "--set",
+     "parallelism.dp=32"],
+    ["--brief"],
+    ["--breakdown", "layer"],
+    ["--format", "yaml", "--only", "hfu"],
+    ["--set", "parallelism.tp=3"],
+    ["--set", "nosuch.key=1", "--set", "parallelism.tpp=2"],
+    ["--set", "parallelism.tp"],
+    ["--set", "training.global_batch=15360", "--brief"],
+    ["--brief", "--format", "json"],
+    ["--breakdown", "layer", "--format", "csv"],
+    ["--format", "xml"],
+    ["--only"],
+    ["--only", "a", "--only", "b"],
+    ["--frobnicate"],
+    ["-h"],
+    ["--hf-config", "no/such/config.json"],
+])
+def test_the_fast_path_prints_what_click_prints(args, run):
+    """Every invocation gives the same output, errors and exit code through the program's
+    entry point (fast path where it applies) as through click alone."""
+    import contextlib
+    import io
+
+    from dlformula.launch import main
+
+    full = args if "CONFIG" in args else ["eval", "CONFIG", *args]
+    full = [GPT3 if a == "CONFIG" else a for a in full]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(full)
+    assert (code, out.getvalue(), err.getvalue()) == run(*full)
+
+
+def test_the_fast_path_takes_only_plain_eval_invocations(tmp_path):
+    from dlformula.launch import fast_eval_args
+
+    assert fast_eval_args(["eval", GPT3, "--set", "a.b=1", "--set=c.d=2", "--brief"]) == {
+        "config": GPT3, "--set": ["a.b=1", "c.d=2"], "--brief": True}
+    assert fast_eval_args(["--plugin", "p", "--plugin=q", "eval", "--only", "x", GPT3]) == {
+        "config": GPT3, "--plugin": ["p", "q"], "--only": "x"}
+    for args in (["eval"], ["eval", GPT3, GPT3], ["eval", GPT3, "--help"], ["list"],
+                 ["eval", GPT3, "--brief", "--brief"], ["eval", GPT3, "--brief=yes"],
+                 ["eval", GPT3, "--format", "xml"], ["eval", GPT3, "--only"],
+                 ["--version"], ["eval", str(tmp_path)],
+                 ["eval", GPT3, "--hf-config", str(tmp_path)], ["--no-cache=1", "eval", GPT3]):
+        assert fast_eval_args(args) is None, args
+
+
+def test_a_plugin_that_adds_commands_sends_eval_through_click(tmp_path):
+    """Its commands must be registered (and checked against dlformula's) on every run."""
+    plugin = tmp_path / "p"
+    plugin.mkdir()
+    (plugin / "__init__.py").write_text(
+        "import click\nfrom dlformula.hookspecs import hookimpl\n@hookimpl\n"
+        "def register_commands(cli):\n    cli.add_command(click.Command('export'))\n")
+    code, out, err = _program(["--plugin", str(plugin), "eval", GPT3], ("click",),
+                              tmp_path / "cache")
+    assert code == 1 and out == ""
+    assert err.splitlines()[0] == ("error: plugin 'p' adds a command 'export', which dlformula "
+                                   "already has; rename the plugin's command")
