@@ -252,7 +252,7 @@ cli.add_command(plugins_command)
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI through click, turning every error into one line per problem and an exit
     code (launch.main is the program's entry point: it runs a plain `eval` without click)."""
-    from .launch import guarded
+    from .exits import guarded
 
     def run() -> int:
         try:
@@ -276,11 +276,5 @@ def main(argv: list[str] | None = None) -> int:
     return guarded(run)
 
 
-def entry() -> None:
-    from .launch import entry as launch_entry
-
-    launch_entry()
-
-
 if __name__ == "__main__":
-    entry()
+    sys.exit(main())

@@ -197,8 +197,10 @@ def search_cmd(ctx: click.Context, config: str | None, gpus: str | None, objecti
     from .search import search
 
     counts = _gpu_counts(gpus) if gpus else None
+    every = bool(output or plot_path or fmt != "table")  # else only the best `top` are held
     result = search(config, gpus=counts, objective=objective, pareto=pareto, fix=fix, sets=sets,
-                    engine=_engine(ctx), hf_config=hf_config, max_memory=max_memory)
+                    engine=_engine(ctx), hf_config=hf_config, max_memory=max_memory,
+                    top=None if every else top)
     stats = result.stats
     if output:
         result.write(output)
@@ -253,8 +255,9 @@ def _search_report(result: Any, top: int) -> str:
         ranked = view(result.head(top))
         ranked.columns = {"rank": np.arange(1, len(ranked) + 1), **ranked.columns}
         lines.append(ranked.format(limit=None, headers=SEARCH_HEADERS).rstrip("\n"))
-        if len(result) > top:
-            lines.append(f"... {len(result) - top:,} more layouts fit (-k N shows more, "
+        fitting = result.stats.kept
+        if fitting > top:
+            lines.append(f"... {fitting - top:,} more layouts fit (-k N shows more, "
                          "-o FILE writes them all)")
         lines.append("")
     if result.pareto is not None and len(result.pareto):

@@ -14,15 +14,16 @@ value, a value click would refuse, a plugin that adds commands -- goes to click 
 click stays the one parser of record: this path only ever accepts what click accepts, and
 tests/test_startup.py checks that its option table equals click's `eval` command.
 
-Errors become one line per problem and an exit code here (`guarded`), for both paths.
+Errors become one line per problem and an exit code in `exits.guarded`, for both paths.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
+
+from .exits import guarded
 
 # option -> "flag", "one" (a value), "many" (repeatable) or the tuple of accepted values
 GROUP_OPTIONS: dict[str, Any] = {"--no-cache": "flag", "--plugin": "many"}
@@ -114,30 +115,6 @@ def _run_eval(options: dict[str, Any]) -> int | None:
     sys.stdout.write(text)
     sys.stdout.flush()
     return 0
-
-
-def guarded(run: Callable[[], Any]) -> Any:
-    """Run a command; every error becomes one line per problem on stderr and an exit code."""
-    from .errors import DlfError
-
-    try:
-        return run()
-    except DlfError as exc:
-        for line in exc.lines():
-            sys.stderr.write(f"error: {line}\n")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        sys.stderr.close()  # output piped into `head`: not an error
-        return 0
-    except Exception as exc:  # a bug, not bad input: one line, traceback on request
-        if os.environ.get("DLFORMULA_DEBUG"):
-            raise
-        sys.stderr.write(f"internal error: {type(exc).__name__}: {exc} (this is a dlformula "
-                         "bug; rerun with DLFORMULA_DEBUG=1 for the traceback and report "
-                         "it)\n")
-        return 1
 
 
 def main(argv: list[str] | None = None) -> int:

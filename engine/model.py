@@ -96,8 +96,9 @@ class CompiledModel:
             exec(self.code if not only else compile(self._pruned_source(only),
                                                     "<dlformula pruned>", "exec"), ns)
             # (our own generated text, never user text)
-            self._fns[key] = (ns["evaluate"], ns["constraints"])
-            self._fns[("warnings", vectorized, key[1])] = ns["warnings"]
+            wrap = _quiet if vectorized else _same
+            self._fns[key] = (wrap(ns["evaluate"]), wrap(ns["constraints"]))
+            self._fns[("warnings", vectorized, key[1])] = wrap(ns["warnings"])
         return self._fns[key]
 
     def warnings(self, values: dict[str, Any]) -> list[str]:
@@ -140,26 +141,34 @@ class CompiledModel:
                    and n not in self.quantities]
         if unknown:
             raise ModelError(f"unknown names: {', '.join(unknown)}")
-        import re
+        return _prune_function(self.source, "evaluate", lambda line: "    return {" + ", ".join(
+            f"{n!r}: {n}" for n in only) + "}", set(only))
 
-        # Backwards through `evaluate`: a line stays if a later kept line (or `only`) reads the
-        # name it assigns, quantities and the shared subexpressions (`_tN`) alike.
+    def checks(self, which: list[int] | tuple[int, ...], vectorized: bool = True) -> Any:
+        """A function of the inputs computing only the constraints `which` (indices into
+        `constraints`), returning their truth values in that order: a search checks each
+        constraint as soon as its inputs are joined, without computing the others."""
+        key = ("checks", vectorized, tuple(which))
+        if key not in self._fns:
+            entries = _split_list(self._return_line("constraints")[len("    return ["):-1])
+            chosen = [entries[i] for i in which]
+            names = set()
+            import re
+
+            for text in chosen:
+                names.update(re.findall(r"[A-Za-z_]\w*", text))
+            source = _prune_function(self.source, "constraints",
+                                     lambda line: "    return [" + ", ".join(chosen) + "]", names)
+            ns = (numpy_namespace(self._helpers(True)) if vectorized
+                  else scalar_namespace(self._helpers(False)))
+            exec(compile(source, "<dlformula checks>", "exec"), ns)  # (our own generated text)
+            self._fns[key] = _quiet(ns["constraints"]) if vectorized else ns["constraints"]
+        return self._fns[key]
+
+    def _return_line(self, function: str) -> str:
         lines = self.source.splitlines()
-        first = next(i for i, line in enumerate(lines) if line.startswith("def evaluate"))
-        last = next((i for i in range(first + 1, len(lines)) if lines[i].startswith("def ")),
-                    len(lines))
-        live, drop = set(only), set()
-        for i in range(last - 1, first, -1):
-            line = lines[i]
-            if line.startswith("    return {"):
-                lines[i] = "    return {" + ", ".join(f"{n!r}: {n}" for n in only) + "}"
-            elif line.startswith("    ") and " = " in line:
-                name, text = line[4:].split(" = ", 1)
-                if name in live:
-                    live.update(re.findall(r"[A-Za-z_]\w*", text))
-                else:
-                    drop.add(i)
-        return "\n".join(line for i, line in enumerate(lines) if i not in drop) + "\n"
+        first = next(i for i, line in enumerate(lines) if line.startswith(f"def {function}("))
+        return next(line for line in lines[first + 1:] if line.startswith("    return "))
 
     def evaluate(self, values: dict[str, Any]) -> dict[str, Any]:
         """Every input, constant and quantity for one config (numbers in, numbers out)."""
@@ -232,6 +241,62 @@ class CompiledModel:
         )
         model._code = m["code"]
         return model
+
+
+def _same(fn: Any) -> Any:
+    return fn
+
+
+def _quiet(fn: Any) -> Any:
+    """A vectorized function run with NumPy's division warnings off (see runtime.py)."""
+    import numpy as np
+
+    def run(values: Any) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return fn(values)
+
+    return run
+
+
+def _prune_function(source: str, function: str, new_return: Any, live: set[str]) -> str:
+    """The generated `source` with `function`'s return line replaced by `new_return(line)` and
+    every assignment in it that nothing live reads dropped. Backwards through the function: a
+    line stays if a later kept line (or the return) reads the name it assigns, quantities and
+    the shared subexpressions (`_tN`) alike."""
+    import re
+
+    lines = source.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(f"def {function}("))
+    last = next((i for i in range(first + 1, len(lines)) if lines[i].startswith("def ")),
+                len(lines))
+    live, drop = set(live), set()
+    for i in range(last - 1, first, -1):
+        line = lines[i]
+        if line.startswith("    return "):
+            lines[i] = new_return(line)
+        elif line.startswith("    ") and " = " in line:
+            name, text = line[4:].split(" = ", 1)
+            if name in live:
+                live.update(re.findall(r"[A-Za-z_]\w*", text))
+            else:
+                drop.add(i)
+    return "\n".join(line for i, line in enumerate(lines) if i not in drop) + "\n"
+
+
+def _split_list(text: str) -> list[str]:
+    """The top-level items of a generated list's text (commas inside parentheses stay)."""
+    items, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            items.append(text[start:i].strip())
+            start = i + 1
+    if text[start:].strip():
+        items.append(text[start:].strip())
+    return items
 
 
 def _flat(d: InputDef) -> tuple[Any, ...]:

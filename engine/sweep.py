@@ -439,11 +439,19 @@ class Evaluator:
         """Flat mask of the configs (of a grid of `shape`) meeting the constraints; each failure
         counted under the first constraint it breaks, among the `alive` configs. `which` limits
         the check to some constraints; `weight` is how many full configs a row stands for."""
+        checks = getattr(self.model, "checks", None)
         with np.errstate(all="ignore"):
-            results = self.constraints(self.inputs(arrays))
+            if which is not None and checks is not None:  # only those constraints computed
+                which = list(which)
+                results = checks(which)(self.inputs(arrays))
+                pairs = list(zip(which, results))
+            else:
+                results = self.constraints(self.inputs(arrays))
+                pairs = [(i, results[i]) for i in (range(len(results)) if which is None
+                                                   else which)]
         ok = (np.ones(_size(shape), dtype=bool) if alive is None else alive.copy())
-        for i in (range(len(results)) if which is None else which):
-            c = _flat(np.asarray(results[i], dtype=bool), shape)
+        for i, result in pairs:
+            c = _flat(np.asarray(result, dtype=bool), shape)
             failed = ok & ~c
             if failed.any():
                 count = (failed.sum() * weight if np.isscalar(weight)

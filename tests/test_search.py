@@ -63,32 +63,54 @@ def test_every_layout_runs_fits_and_is_ranked(engine, seed):
 
 def test_counts_add_up(seed):
     s = seed.stats
-    assert s.factorisations == 84  # tp x pp x cp x dp = 64
     assert s.axes["vpp"] == 10 and s.axes["micro_batch"] == 11  # divisors of 80 and 1024
-    assert s.total == 84 * int(np.prod(list(s.axes.values())))
+    assert s.total == s.factorisations * int(np.prod(list(s.axes.values())))
     assert s.invalid + s.extra["do not fit in memory"] + s.kept == s.total
     assert s.kept == len(seed)
+    # tp x pp x cp x dp = 64 has 84 factorisations and ep 7 candidates before pruning
+    before = {name: p.before for name, p in s.pruned.items()}
+    assert s.space == 84 * 7 * int(np.prod([n for k, n in s.axes.items() if k != "ep"]))
+    assert before["ep"] == 7
+
+
+def test_axes_that_cannot_apply_are_pruned_before_counting(seed):
+    """A dense model has no experts to split: ep is 1, and the layouts other ep values would
+    have made are neither enumerated nor counted as considered."""
+    s = seed.stats
+    assert s.candidates["ep"] == [1.0] and s.pruned["ep"].reasons == ["ep_needs_experts"]
+    assert set(seed["ep"].tolist()) == {1}
+    assert s.total < s.space
+    assert "considered, of" in s.summary() and "ep 7 -> 1 (ep_needs_experts)" in s.summary()
 
 
 def test_early_filtering_keeps_exactly_the_valid_layouts(engine):
-    """The axis-by-axis join with early constraint checks equals the brute-force product."""
+    """Pruning, then the axis-by-axis join with early constraint checks, equals the
+    brute-force product of every candidate of every axis."""
+    from dlformula.search import AXES, _candidates
+    from dlformula.sweep import input_by_key
+
     result = search(LLAMA, gpus=32, sets=SEED, engine=engine)
     model = engine.model
     _, check = model.functions(vectorized=True)
     base = engine.config(LLAMA, SEED + ["hardware.gpus=32"], check_layout=False).values
+    by_key = input_by_key(model)
+    full = {by_key[k].name: _candidates(by_key[k], rule, base, by_key, 32).tolist()
+            for k, rule in AXES.items() if k in by_key}
     divs = divisors(32)
     degrees = [(tp, pp, cp, 32 // (tp * pp * cp)) for tp, pp, cp in
                itertools.product(divs, divs, divs) if 32 % (tp * pp * cp) == 0]
-    names = list(result.stats.candidates)
-    rows = [d + rest for d in degrees
-            for rest in itertools.product(*result.stats.candidates.values())]
+    rows = [d + rest for d in degrees for rest in itertools.product(*full.values())]
     cols = np.asarray(rows, dtype=np.float64).T
     values = {**{k: np.float64(v) for k, v in base.items()},
-              **dict(zip(["tp", "pp", "cp", "dp", *names], cols, strict=False))}
+              **dict(zip(["tp", "pp", "cp", "dp", *full], cols, strict=False))}
     ok = np.logical_and.reduce([np.broadcast_to(c, (len(rows),)) for c in check(values)])
-    assert result.stats.total == len(rows)
-    assert result.stats.invalid == int((~ok).sum())
+    assert result.stats.space == len(rows)
     assert result.stats.kept + result.stats.extra["do not fit in memory"] == int(ok.sum())
+    assert result.stats.invalid == result.stats.total - int(ok.sum())
+    names = ["tp", "pp", "cp", "dp", *full]
+    kept = set(zip(*(result[k].tolist() for k in names), strict=True))
+    valid = {tuple(map(float, row)) for row, good in zip(rows, ok, strict=True) if good}
+    assert len(kept) == result.stats.kept and kept <= valid
 
 
 def test_fix_limits_the_axes(engine):
@@ -212,6 +234,43 @@ def test_generic_axes_from_a_plugin(engine, tmp_path):
         assert "schedule" in r.layout and len(set(r.values("schedule"))) > 1
 
 
+def test_holding_only_the_best_gives_the_same_answer(engine):
+    """With `top`, rows that cannot be in the answer are dropped as the blocks come; the best
+    rows, the Pareto front and the recommendation are those of ranking everything."""
+    from dlformula import search_rank
+
+    every = search(LLAMA, gpus=64, sets=SEED, engine=engine, pareto="step_time,memory_per_gpu")
+    old = search_rank.REDUCE_AT
+    search_rank.REDUCE_AT = 500  # reduce often, with cut-offs, on this small space
+    try:
+        best = search(LLAMA, gpus=64, sets=SEED, engine=engine, top=5,
+                      pareto="step_time,memory_per_gpu")
+    finally:
+        search_rank.REDUCE_AT = old
+    assert len(best) == 5 and best.stats.kept == len(every)
+    assert best.rows() == every.head(5).rows()
+    assert best.pareto.rows() == every.pareto.rows()
+    assert best.recommendation == every.recommendation
+
+
+def test_a_group_spanning_the_domain_names_the_best_one_inside_it(engine):
+    """Not a fixed '(no smaller group fits)': the best layout whose group fits, if any."""
+    from dlformula.search import SearchResult, _fabric_reasons
+
+    def result(tps: list[int]) -> SearchResult:
+        r = SearchResult({"tp": np.asarray(tps, dtype=float), "cp": np.ones(len(tps)),
+                          "step_time": np.arange(1.0, len(tps) + 1)}, {}, {"step_time": "s"})
+        r.layout, r.objective = ["tp", "cp"], "step_time"
+        return r
+
+    spans = result([16, 16, 8])
+    text = _fabric_reasons({"tp": 16, "cp": 1}, {"scaleup_domain": 8}, spans)[0]
+    assert text.endswith("; the best layout whose group fits it, tp=8 cp=1, is 200.0 % "
+                         "higher on step_time")
+    text = _fabric_reasons({"tp": 16, "cp": 1}, {"scaleup_domain": 8}, result([16, 32]))[0]
+    assert text.endswith("(no layout whose group fits in the domain runs and fits in memory)")
+
+
 # -- the command line ---------------------------------------------------------------------------
 def test_cli_search(run):
     code, out, err = run("search", LLAMA, "--gpus", "64", *sum((["--set", s] for s in SEED), []),
@@ -220,7 +279,9 @@ def test_cli_search(run):
     lines = out.splitlines()
     assert lines[0] == ("Search: llama3-70b on 64 x h100-sxm; objective step_time (lower is "
                         "better)")
-    assert re.match(r"^[\d,]+ layouts; [\d,]+ break a constraint \(", lines[1])
+    assert re.match(r"^[\d,]+ layouts considered, of [\d,]+ before ruling out axis values no "
+                    r"layout can use \(ep 7 -> 1 \(ep_needs_experts\)\); [\d,]+ break a "
+                    r"constraint \(", lines[1])
     assert lines[3].split()[:4] == ["rank", "tp", "pp", "cp"]
     assert lines[4].split()[0] == "1"
     assert any(line.startswith("Pareto front (") for line in lines)

@@ -1,0 +1,34 @@
+"""Where errors become what a user sees: one line per problem on stderr and an exit code (2 for
+input to fix, 1 for model data), `internal error` for a bug. The program's two paths -- the
+fast `eval` (launch.py) and click (cli.py) -- both run their command through `guarded`."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def guarded(run: Callable[[], Any]) -> Any:
+    """Run a command; every error becomes one line per problem on stderr and an exit code."""
+    from .errors import DlfError
+
+    try:
+        return run()
+    except DlfError as exc:
+        for line in exc.lines():
+            sys.stderr.write(f"error: {line}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()  # output piped into `head`: not an error
+        return 0
+    except Exception as exc:  # a bug, not bad input: one line, traceback on request
+        if os.environ.get("DLFORMULA_DEBUG"):
+            raise
+        sys.stderr.write(f"internal error: {type(exc).__name__}: {exc} (this is a dlformula "
+                         "bug; rerun with DLFORMULA_DEBUG=1 for the traceback and report "
+                         "it)\n")
+        return 1
