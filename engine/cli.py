@@ -4,7 +4,6 @@ to stderr, and every error becomes one line per problem and an exit code, here a
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 

@@ -17,7 +17,7 @@ from .errors import DlfError, UsageError, did_you_mean, display_path, raise_all
 from .model import CompiledModel
 from .resources import Catalog, Node, Preset
 from .units import UnitSyntaxError, parse_unit
-from .yamlfile import Located, load_yaml, read_user_yaml
+from .yamlfile import Located, read_user_yaml
 
 SPECIAL_KEYS = {
     "model.preset": "a model preset id (dlformula presets)",

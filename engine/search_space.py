@@ -131,12 +131,12 @@ def plan(ev: Any, degrees: list[str], axes: dict[str, np.ndarray]
     done = [i for i, d in enumerate(deps) if d <= present]
     steps: list[tuple[str | None, np.ndarray | None, list[int], int]] = [
         (None, None, list(done), weight)]
-    while remaining:
-        def gain(name: str) -> tuple[int, int]:
-            now = present | {name}
-            return (sum(1 for i, d in enumerate(deps) if i not in done and d <= now),
-                    -len(remaining[name]))
+    def gain(name: str) -> tuple[int, int]:
+        now = present | {name}
+        return (sum(1 for i, d in enumerate(deps) if i not in done and d <= now),
+                -len(remaining[name]))
 
+    while remaining:
         name = max(remaining, key=gain)
         cand = remaining.pop(name)
         weight //= max(len(cand), 1)

@@ -12,7 +12,6 @@ preset without importing PyYAML (about 12 ms). Texts with errors are never cache
 
 from __future__ import annotations
 
-import os
 from typing import Any, NamedTuple
 
 from . import cache

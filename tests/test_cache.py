@@ -86,14 +86,14 @@ def test_cache_follows_formula_changes(formulas, tmp_path, compiles):
 def test_a_warm_start_reads_no_formula_file(formulas, compiles, monkeypatch):
     from dlformula import core
 
-    _engine(formulas).model
+    assert _engine(formulas).model.quantities
     monkeypatch.setattr(core, "formula_sources", lambda folders: pytest.fail("read the texts"))
     assert "double_step" in _engine(formulas).model.quantities
     assert len(compiles) == 1
 
 
 def test_a_touched_file_is_read_again_but_not_recompiled(formulas, compiles):
-    _engine(formulas).model
+    assert _engine(formulas).model.quantities
     st = os.stat(formulas / "x.yaml")
     os.utime(formulas / "x.yaml", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert "double_step" in _engine(formulas).model.quantities
@@ -101,7 +101,7 @@ def test_a_touched_file_is_read_again_but_not_recompiled(formulas, compiles):
 
 
 def test_an_edit_that_keeps_the_size_is_noticed(formulas, compiles):
-    _engine(formulas).model
+    assert _engine(formulas).model.quantities
     path = formulas / "x.yaml"
     text = path.read_text()
     st = os.stat(path)
@@ -113,7 +113,7 @@ def test_an_edit_that_keeps_the_size_is_noticed(formulas, compiles):
 
 
 def test_a_new_formula_file_is_noticed(formulas, compiles):
-    _engine(formulas).model
+    assert _engine(formulas).model.quantities
     (formulas / "y.yaml").write_text(
         "quantities:\n  half_step:\n    expr: step_time / 2\n    unit: s\n"
         "    doc: d\n    source: s\n")
@@ -125,7 +125,7 @@ def test_corrupt_cache_is_rebuilt(formulas, compiles):
     from dlformula.model import content_entry, stamp_entry
 
     eng = _engine(formulas)
-    eng.model
+    assert eng.model.quantities
     Path(cache.entry_path(content_entry(eng.digest))).write_bytes(b"not marshal data")
     assert "step_time" in _engine(formulas).model.quantities
     assert len(compiles) == 2
@@ -235,7 +235,7 @@ def test_every_cache_lives_in_the_one_folder(cache_dir, run):
     assert not list(cache_dir.rglob("*.tmp"))
 
 
-# -- the import graph --------------------------------------------------------------------------------
+# -- the import graph ----------------------------------------------------------------------------
 def _imports(tree: ast.AST):
     """Names of sibling modules imported anywhere in a module, except for type checking."""
     stack = [tree]

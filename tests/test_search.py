@@ -280,8 +280,8 @@ def test_cli_search(run):
     assert lines[0] == ("Search: llama3-70b on 64 x h100-sxm; objective step_time (lower is "
                         "better)")
     assert re.match(r"^[\d,]+ layouts considered, of [\d,]+ before ruling out axis values no "
-                    r"layout can use \(ep 7 -> 1 \(ep_needs_experts\)\); [\d,]+ break a "
-                    r"constraint \(", lines[1])
+                    r"layout can use \(ep 7 -> 1 \(ep_needs_experts\)", lines[1])
+    assert re.search(r"\); [\d,]+ break a constraint \(", lines[1])
     assert lines[3].split()[:4] == ["rank", "tp", "pp", "cp"]
     assert lines[4].split()[0] == "1"
     assert any(line.startswith("Pareto front (") for line in lines)

@@ -329,7 +329,8 @@ def test_a_warm_eval_imports_only_what_it_uses(tmp_path):
     """Not click (its commands are not needed to read `eval CONFIG`), not importlib.resources,
     pathlib or fractions (data folders are listed with os), not hashlib (the cache's keys come
     from the small _blake2 module)."""
-    watched = ("click", "importlib.resources", "pathlib", "fractions", "hashlib", "yaml", "importlib.metadata", "sympy", "numpy", "networkx")
+    watched = ("click", "importlib.resources", "pathlib", "fractions", "hashlib", "yaml",
+               "importlib.metadata", "sympy", "numpy", "networkx")
     args = ["eval", GPT3, "--set", "parallelism.tp=4", "--set", "parallelism.dp=32"]
     code, first, err = _program(args, watched, tmp_path)
     assert code == 0, err
