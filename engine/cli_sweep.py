@@ -29,33 +29,45 @@ def _engine(ctx: click.Context) -> Any:
 
 
 class Progress:
-    """A progress bar on stderr, shown only when a run takes longer than a second and stderr is
-    a terminal (so logs and pipes stay clean)."""
+    """Progress on stderr. On a terminal, a bar redrawn in place once a run takes longer than a
+    second; otherwise (a log, a pipe, a batch job) a plain line every `every` seconds once a run
+    takes longer than that, so a long non-interactive sweep shows it is alive without flooding
+    the log."""
 
-    def __init__(self, stream: Any = None, delay: float = 1.0, force: bool = False) -> None:
+    def __init__(self, stream: Any = None, delay: float = 1.0, force: bool = False,
+                 every: float = 30.0) -> None:
         self.stream = stream or sys.stderr
         self.start = time.perf_counter()
         self.delay = delay
-        self.enabled = force or bool(getattr(self.stream, "isatty", lambda: False)())
-        self.last = 0.0
+        self.every = every
+        self.tty = force or bool(getattr(self.stream, "isatty", lambda: False)())
+        self.last = 0.0 if self.tty else self.start  # the last bar drawn or line written
         self.drawn = False
         self.first: tuple[float, int] | None = None
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or done >= total:
+        if done >= total:
             return
         now = time.perf_counter()
         if self.first is None:  # rates count from the first block, not from start-up
             self.first = (now, done)
-        if now - self.start < self.delay or now - self.last < 0.1:
+        if self.tty:
+            if now - self.start < self.delay or now - self.last < 0.1:
+                return
+        elif now - self.last < self.every:
             return
         self.last = now
         share = done / total if total else 1.0
         t0, d0 = self.first
         rate = (done - d0) / (now - t0) if now > t0 and done > d0 else 0.0
         eta = (total - done) / rate if rate else 0.0
+        speed = f"{rate / 1e6:.2f} M/s, {eta:,.0f} s left" if rate else "starting"
+        if not self.tty:
+            self.stream.write(f"progress: {share * 100:.1f} % ({done:,} of {total:,} configs, "
+                              f"{speed})\n")
+            self.stream.flush()
+            return
         bar = "#" * int(share * 30)
-        speed = f"{rate / 1e6:.2f} M/s  {eta:.0f} s left" if rate else "starting"
         self.stream.write(f"\r[{bar:<30}] {share * 100:5.1f} %  {done:,}/{total:,} configs  "
                           f"{speed} ")
         self.stream.flush()
@@ -73,6 +85,13 @@ hf_option = click.option("--hf-config", type=click.Path(dir_okay=False),
                          help="Read the model shape from a Hugging Face config.json.")
 output_option = click.option("-o", "--output", type=click.Path(dir_okay=False),
                              help="Write every row to a .csv, .json or .xlsx file.")
+workers_option = click.option(
+    "--workers", type=click.IntRange(min=1), default=None, metavar="N",
+    help="Processes to run on (default: every core for a large grid, one for a small one).")
+scheduler_option = click.option(
+    "--scheduler", metavar="ADDRESS",
+    help="Run on a Dask cluster, e.g. tcp://10.0.0.1:8786 (pip install 'dlformula[dask]'); "
+         "the result is the one a single process gives.")
 plot_option = click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
                            help="Also draw the result to an image (.png, .svg, .pdf); needs "
                                 "matplotlib (pip install 'dlformula[plot]').")
@@ -103,12 +122,19 @@ plot_option = click.option("--plot", "plot_path", type=click.Path(dir_okay=False
 @click.option("--keep-dp", is_flag=True,
               help="Keep the config's dp instead of filling the GPUs (dp = gpus/(tp*pp*cp)).")
 @plot_option
+@workers_option
+@scheduler_option
+@click.option("--max-configs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Refuse a grid of more than N configs (default: 1,000,000,000, which "
+                   "--yes lifts).")
+@click.option("--yes", is_flag=True, help="Run a grid larger than 1,000,000,000 configs.")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=None, hidden=True)
 @click.pass_context
 def sweep_cmd(ctx: click.Context, config: str | None, vary: tuple[str, ...],
               zipped: tuple[str, ...], where: tuple[str, ...], sets: tuple[str, ...],
               hf_config: str | None, columns: str | None, sort: str | None, limit: int,
               output: str | None, fmt: str, keep_dp: bool, plot_path: str | None,
+              workers: int | None, scheduler: str | None, max_configs: int | None, yes: bool,
               chunk_size: int | None) -> None:
     """Evaluate CONFIG over a grid of values, vectorized, in chunks.
 
@@ -134,7 +160,8 @@ def sweep_cmd(ctx: click.Context, config: str | None, vary: tuple[str, ...],
                       output=target, fmt=fmt if stream is not None else None,
                       engine=_engine(ctx), hf_config=hf_config,
                       chunk_size=chunk_size or CHUNK_SIZE, progress=progress,
-                      fill_dp=not keep_dp, keep=target is None or plot_path is not None)
+                      fill_dp=not keep_dp, keep=target is None or plot_path is not None,
+                      workers=workers, scheduler=scheduler, max_configs=max_configs, yes=yes)
     finally:
         progress.close()
     summary = table.stats.summary()
@@ -182,11 +209,13 @@ def sweep_cmd(ctx: click.Context, config: str | None, vary: tuple[str, ...],
               show_default=True, help="table: ranked layouts and a recommendation; csv/json: "
                                       "every layout that fits, ranked.")
 @plot_option
+@workers_option
+@scheduler_option
 @click.pass_context
 def search_cmd(ctx: click.Context, config: str | None, gpus: str | None, objective: str,
                top: int, pareto: str | None, fix: tuple[str, ...], sets: tuple[str, ...],
                hf_config: str | None, max_memory: float, output: str | None, fmt: str,
-               plot_path: str | None) -> None:
+               plot_path: str | None, workers: int | None, scheduler: str | None) -> None:
     """Find the best parallel layouts of CONFIG's model for N GPUs.
 
     Every tp x pp x cp x dp factorisation of the GPU count, with every vpp, micro-batch, ZeRO
@@ -200,7 +229,7 @@ def search_cmd(ctx: click.Context, config: str | None, gpus: str | None, objecti
     every = bool(output or plot_path or fmt != "table")  # else only the best `top` are held
     result = search(config, gpus=counts, objective=objective, pareto=pareto, fix=fix, sets=sets,
                     engine=_engine(ctx), hf_config=hf_config, max_memory=max_memory,
-                    top=None if every else top)
+                    top=None if every else top, workers=workers, scheduler=scheduler)
     stats = result.stats
     if output:
         result.write(output)

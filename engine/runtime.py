@@ -93,8 +93,46 @@ def scalar_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return ns
 
 
+_TUNED: list[bool] = []
+MMAP_THRESHOLD = 32 << 20  # glibc's largest; a block's arrays are far below it
+TRIM_THRESHOLD = 256 << 20  # free heap kept for the next block rather than handed back
+
+
+def tune_allocator() -> bool:
+    """Stop glibc's malloc from returning a block's temporaries to the kernel after every
+    block and faulting them back in for the next one.
+
+    A block of 16,384 float64 configs makes arrays of exactly 128 KiB, glibc's default mmap
+    threshold, and a few hundred temporaries per block: freed, they shrink the heap (trim) or
+    are unmapped, and the next block takes page faults for the same memory again -- measured:
+    1.08 M page faults per 3 s and a quarter of the speed. Fixing the thresholds (which also
+    switches off glibc's dynamic adjustment) keeps the memory in the process. Once per process,
+    on glibc only; DLFORMULA_TUNE_MALLOC=0 leaves the allocator alone. Returns whether it
+    tuned."""
+    if _TUNED:
+        return _TUNED[0]
+    import os
+
+    done = False
+    if os.environ.get("DLFORMULA_TUNE_MALLOC", "1") != "0":
+        try:
+            if (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"):
+                import ctypes
+
+                libc = ctypes.CDLL(None)
+                m_trim_threshold, m_mmap_threshold = -1, -3  # from glibc's malloc.h
+                done = bool(libc.mallopt(m_mmap_threshold, MMAP_THRESHOLD)
+                            and libc.mallopt(m_trim_threshold, TRIM_THRESHOLD))
+        except (OSError, ValueError, AttributeError):
+            done = False
+    _TUNED.append(done)
+    return done
+
+
 def numpy_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     import numpy as np
+
+    tune_allocator()
 
     def nmax(*a: Any) -> Any:
         return reduce(np.maximum, a)

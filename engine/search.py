@@ -113,7 +113,8 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
            objective: str = "step_time", top: int | None = None,
            pareto: str | Iterable[str] | None = None, fix: Any = (), sets: Any = (),
            engine: Any = None, hf_config: str | None = None, max_memory: float = 1.0,
-           columns: Iterable[str] = ()) -> SearchResult:
+           columns: Iterable[str] = (), workers: int | None = 1,
+           scheduler: Any = None) -> SearchResult:
     """Rank every layout of `gpus` GPUs (one count or several) that runs and fits.
 
     `fix`: ["parallelism.pp=8", "training.recompute=full,selective"] or {"parallelism.pp": [8]}
@@ -123,6 +124,8 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
     layout may use. `pareto`: objectives (e.g. "step_time,memory_per_gpu") whose Pareto front
     to compute. Returns every fitting layout ranked, with `.stats`, `.pareto`,
     `.recommendation`; `top` keeps only the first K (and never holds the others in memory).
+    `workers` / `scheduler`: as for `sweep` (the factorisations are shared out; the answer is
+    the one a single process gives).
     """
     if engine is None:
         from .core import Engine
@@ -165,12 +168,21 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
         stats.candidates[name] = cand.tolist()
     stats.factorisations = len(table)
     stats.total = len(table) * int(np.prod([len(c) for c in axes.values()], dtype=np.int64))
-    rows = join(ev, table, degrees, axes, stats)
     best = Best(top, layout, obj, descending, fronts, _domain(values))
-    fit = Evaluator(model, values, ["memory_per_gpu", "hbm_capacity"])
-    valid, no_fit = evaluate_layouts(fit, ev, rows, layout, max_memory, best, stats)
-    stats.extra["do not fit in memory"] = no_fit
-    stats.kept = valid - no_fit
+    job = Job(values, outputs, degrees, axes, layout, max_memory, top, obj, descending, fronts)
+    from .parallel import model_spec, run_tasks, task_ranges, workers_for
+
+    n_workers = workers_for(workers, scheduler, stats.total)
+    if n_workers > 1 or scheduler is not None:
+        ranges = task_ranges(len(table), 1, n_workers)
+        parts = run_tasks(_search_task, (model_spec(model), job),
+                          [table[lo:hi] for lo, hi in ranges], n_workers, scheduler)
+    else:
+        parts = iter([run_job(model, job, table)])
+    for part, rows in parts:
+        stats.add(part)
+        if rows:
+            best.add(rows)
     result = _ranked(best.merged(), model, layout, obj, descending, stats)
     stats.seconds = time.perf_counter() - start
     result.stats = stats
@@ -184,6 +196,44 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
     if top is not None:
         result = result.head(top)  # (.pareto and .recommendation carry over)
     return result
+
+
+@dataclass
+class Job:
+    """What a process needs to search part of the factorisation table (plain data)."""
+
+    values: dict[str, Any]
+    outputs: list[str]
+    degrees: list[str]
+    axes: dict[str, np.ndarray]
+    layout: list[str]
+    max_memory: float
+    top: int | None
+    obj: str
+    descending: bool
+    fronts: list[tuple[str, bool]]
+
+
+def run_job(model: Any, job: Job, table: np.ndarray) -> tuple[SearchStats, dict[str, Any]]:
+    """Join, check and evaluate the layouts of these factorisation rows: their counts and the
+    rows that can be in the answer."""
+    stats = SearchStats()
+    ev = Evaluator(model, job.values, job.outputs)
+    fit = Evaluator(model, job.values, ["memory_per_gpu", "hbm_capacity"])
+    best = Best(job.top, job.layout, job.obj, job.descending, job.fronts,
+                _domain(job.values))
+    rows = join(ev, table, job.degrees, job.axes, stats)
+    valid, no_fit = evaluate_layouts(fit, ev, rows, job.layout, job.max_memory, best, stats)
+    stats.extra["do not fit in memory"] = no_fit
+    stats.kept = valid - no_fit
+    return stats, best.merged()
+
+
+def _search_task(payload: Any, table: np.ndarray) -> tuple[SearchStats, dict[str, Any]]:
+    from .parallel import model_of
+
+    spec, job = payload
+    return run_job(model_of(spec), job, table)
 
 
 def _fronts(model: Any, pareto: str | Iterable[str] | None) -> list[tuple[str, bool]]:

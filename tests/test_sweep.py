@@ -359,7 +359,7 @@ def test_progress_bar_only_after_a_second_and_on_a_terminal():
     from dlformula.cli_sweep import Progress
 
     quiet = io.StringIO()
-    p = Progress(quiet)  # a StringIO is no terminal
+    p = Progress(quiet)  # a StringIO is no terminal: lines, every 30 s by default
     p(5, 10)
     assert quiet.getvalue() == ""
     shown = io.StringIO()
@@ -380,3 +380,115 @@ def test_cli_module_imports_only_click():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert res.stdout.strip() == "[]"
+
+
+def test_a_run_off_a_terminal_prints_progress_lines_at_a_modest_rate(monkeypatch):
+    from dlformula import cli_sweep
+
+    clock = [100.0]
+    monkeypatch.setattr(cli_sweep.time, "perf_counter", lambda: clock[0])
+    log = io.StringIO()
+    p = cli_sweep.Progress(log, every=30.0)
+    for done in range(1, 100):  # a block every second for 99 s
+        clock[0] += 1.0
+        p(done * 1_000_000, 100_000_000)
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 3  # at 30, 60 and 90 s
+    assert lines[0] == "progress: 30.0 % (30,000,000 of 100,000,000 configs, 1.00 M/s, 70 s left)"
+    assert "\r" not in log.getvalue()
+    p.close()
+    assert len(log.getvalue().splitlines()) == 3
+
+
+# -- work limits ------------------------------------------------------------------------------------
+def test_a_grid_above_the_limit_needs_yes_or_max_configs(engine, run):
+    big = ["--vary", "training.tokens=1..100000", "--vary", "training.seq_len=1024..20023"]
+    code, _, err = run("sweep", LLAMA, *big)
+    assert code == 2
+    assert err.splitlines() == ["error: the grid has 1,900,000,000 configs, more than the limit "
+                                "of 1,000,000,000; narrow the axes, or run it anyway with --yes "
+                                "(or raise --max-configs)"]
+    code, _, err = run("sweep", LLAMA, "--vary", "parallelism.tp=1,2,4,8", "--max-configs", "3")
+    assert code == 2 and "more than --max-configs 3;" in err
+    t = sweep(LLAMA, vary=["parallelism.tp=1,2,4,8"], engine=engine, max_configs=4)
+    assert t.stats.total == 4
+
+
+# -- layouts that do not fit ----------------------------------------------------------------------
+def test_rows_that_do_not_fit_in_memory_are_marked(engine, run):
+    t = sweep(LLAMA, vary=["parallelism.tp=1,8", "parallelism.pp=1,8"], engine=engine)
+    fits = np.asarray(t["fits_memory"], dtype=bool)
+    assert (fits == (t["memory_per_gpu"] <= t.config.values["hbm_capacity"])).all()
+    assert fits.any() and not fits.all()
+    assert set(t.values("fits_memory")) == {"yes", "no"}
+    code, out, _ = run("sweep", LLAMA, "--vary", "parallelism.tp=1,8", "--vary",
+                       "parallelism.pp=1,8")
+    header = out.splitlines()[0].split()
+    assert header[-1] == "fits_memory" and " no" in out and " yes" in out
+
+
+# -- several processes and a Dask cluster ---------------------------------------------------------
+PARALLEL = dict(vary=["parallelism.tp=1,2,4,8", "parallelism.pp=1,2,4,8",
+                      "parallelism.tp_comm_overlap=0..1:0.05", "training.micro_batch=1..4"],
+                where=["memory_per_gpu < 0.95 * hbm_capacity"], chunk_size=256)
+
+
+@pytest.mark.parametrize("options", [dict(top=15, sort="step_time"),
+                                     dict(top=15, sort="-mfu"), dict(top=40), dict()])
+def test_workers_give_the_one_process_result(engine, options):
+    one = sweep(LLAMA, engine=engine, workers=1, **PARALLEL, **options)
+    two = sweep(LLAMA, engine=engine, workers=2, **PARALLEL, **options)
+    assert two.rows() == one.rows()
+    assert (two.stats.total, two.stats.rejected, two.stats.removed_by_where, two.stats.kept) == (
+        one.stats.total, one.stats.rejected, one.stats.removed_by_where, one.stats.kept)
+    assert list(two.stats.rejected) == list(one.stats.rejected)
+
+
+def test_workers_stream_every_row_in_order(engine, tmp_path):
+    paths = []
+    for workers in (1, 2):
+        path = tmp_path / f"rows-{workers}.csv"
+        sweep(LLAMA, engine=engine, workers=workers, output=str(path), keep=False, **PARALLEL)
+        paths.append(path.read_text())
+    assert paths[0] == paths[1] and paths[0].count("\n") > 100
+
+
+def test_a_search_on_workers_gives_the_one_process_result(engine):
+    from dlformula.search import search
+
+    seed = ["training.seq_len=4096", "training.global_batch=1024"]
+    one = search(LLAMA, gpus=[32, 64], sets=seed, engine=engine, top=10, pareto="step_time,mfu")
+    two = search(LLAMA, gpus=[32, 64], sets=seed, engine=engine, top=10, pareto="step_time,mfu",
+                 workers=2)
+    assert two.rows() == one.rows() and two.pareto.rows() == one.pareto.rows()
+    assert two.recommendation == one.recommendation
+    assert (two.stats.kept, two.stats.rejected) == (one.stats.kept, one.stats.rejected)
+
+
+def test_a_dask_cluster_gives_the_one_process_result(engine):
+    """Tasks travel to Dask worker processes (the model as marshal bytes, the plan pickled)
+    and only their reduced results come back."""
+    distributed = pytest.importorskip("distributed")
+    from dlformula.search import search
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        address = cluster.scheduler_address
+        for options in (dict(top=15, sort="step_time"), dict()):
+            one = sweep(LLAMA, engine=engine, **PARALLEL, **options)
+            far = sweep(LLAMA, engine=engine, scheduler=address, **PARALLEL, **options)
+            assert far.rows() == one.rows()
+            assert (far.stats.rejected, far.stats.kept) == (one.stats.rejected, one.stats.kept)
+        seed = ["training.seq_len=4096", "training.global_batch=1024"]
+        one = search(LLAMA, gpus=64, sets=seed, engine=engine, top=5)
+        far = search(LLAMA, gpus=64, sets=seed, engine=engine, top=5, scheduler=address)
+        assert far.rows() == one.rows() and far.recommendation == one.recommendation
+
+
+def test_an_unreachable_scheduler_is_one_line(run):
+    pytest.importorskip("distributed")
+    code, _, err = run("sweep", LLAMA, "--vary", "parallelism.tp=1,2", "--scheduler",
+                       "tcp://127.0.0.1:9")
+    assert code == 2
+    assert err.startswith("error: --scheduler tcp://127.0.0.1:9: cannot reach the Dask "
+                          "scheduler (")
