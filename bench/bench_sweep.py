@@ -3,15 +3,22 @@ memory of a 10-million-config sweep. Prints figures; it asserts nothing (these m
 noisy: read the ratios, and take the best of a few runs).
 
     python bench/bench_sweep.py [--configs 2000000] [--scalar 20000] [--big 10000000]
+                                [--scaling 100000000]
 
-1. `evaluate` of the full model (every quantity) over arrays, in the sweep's chunks;
+1. `evaluate` of the full model (every quantity) over arrays, in the sweep's chunks, the way
+   the CLI's sweep calls it: each block's results dropped before the next block (a loop that
+   keeps the previous block's results alive hides the allocator churn runtime.tune_allocator
+   removes: compare with DLFORMULA_TUNE_MALLOC=0);
 2. `sweep()` end to end: grid blocks, constraints (counted), the pruned evaluator for the key
    results, a --where filter and the best 20 rows kept; once on a layout x run-length grid
    (NumPy broadcasting computes each quantity over the axes it depends on) and once over a
    single axis every quantity depends on (no such gain: the evaluator's raw speed);
 3. `model.evaluate` one config at a time (plain Python floats, the `eval` path);
 4. a 10M-config `sweep()` in a fresh process, its peak RSS against a process that only loaded
-   the engine.
+   the engine;
+5. scaling: the same kind of sweep with --scaling configs (default 10^8) on 1 and 2 worker
+   processes, and the fixed costs a reader needs to project a larger run: per block (a sweep
+   of one-config blocks) and per task (a round trip to a worker process).
 All in the same run, on the same configs (Llama 3 70B on 512 H100s, layouts and run lengths).
 """
 
@@ -52,13 +59,14 @@ def vectorized_full_model(engine, configs: int) -> float:
     inputs.update(tp=tp, pp=pp, dp=512 / (tp * pp), vpp=np.float64(1),
                   tp_comm_overlap=rng.random(CHUNK_SIZE),
                   tokens=rng.uniform(1e12, 1e13, CHUNK_SIZE))
-    evaluate(inputs)  # warm up
+    out = evaluate(inputs)  # warm up
+    assert len(out) == len(model.inputs) + len(model.constants) + len(model.order)
+    del out
     chunks = max(1, configs // CHUNK_SIZE)
     start = time.perf_counter()
     for _ in range(chunks):
-        out = evaluate(inputs)
+        evaluate(inputs)  # dropped, as a sweep drops each block's arrays
     seconds = time.perf_counter() - start
-    assert len(out) == len(model.inputs) + len(model.constants) + len(model.order)
     return chunks * CHUNK_SIZE / seconds
 
 
@@ -146,12 +154,55 @@ def big_sweep(configs: int, csv: str | None = None) -> dict:
     return run
 
 
+def scaling(configs: int) -> dict[str, float]:
+    """Wall time of one sweep of `configs` configs on 1 and 2 worker processes (each run in a
+    fresh interpreter, as the CLI runs), and the fixed costs per block and per task."""
+    import numpy as np
+
+    from dlformula import Engine
+    from dlformula.parallel import run_tasks
+    from dlformula.sweep import sweep
+
+    vary = grid(configs)
+    out: dict[str, float] = {}
+    for workers in (1, 2):
+        code = ("import sys, json, time; from dlformula import Engine; "
+                "from dlformula.sweep import sweep; e = Engine(); "
+                "e.model.functions(vectorized=True); t = time.perf_counter(); "
+                "r = sweep(sys.argv[1], vary=json.loads(sys.argv[2]), engine=e, top=20, "
+                "sort='step_time', where=['memory_per_gpu < 0.95 * hbm_capacity'], "
+                "workers=int(sys.argv[3])); "
+                "print(time.perf_counter() - t, r.stats.total)")
+        res = subprocess.run([sys.executable, "-c", code, CONFIG, json.dumps(vary),
+                              str(workers)], capture_output=True, text=True, check=True)
+        seconds, total = res.stdout.split()
+        out[f"workers={workers}"] = float(seconds)
+        out["configs"] = float(total)
+    engine = Engine()
+    small = ["parallelism.tp=1,2,4,8", "training.tokens=1e12..500e12:1e12"]
+    start = time.perf_counter()
+    t = sweep(CONFIG, vary=small, engine=engine, chunk_size=1, top=5, sort="step_time")
+    out["per block"] = (time.perf_counter() - start) / t.stats.total
+    tasks = [np.zeros(1)] * 200
+    list(run_tasks(_echo, None, tasks, 2))  # start-up of the pool not counted below
+    start = time.perf_counter()
+    list(run_tasks(_echo, None, tasks, 2))
+    out["per task"] = (time.perf_counter() - start) / len(tasks)
+    return out
+
+
+def _echo(payload: object, task: object) -> object:
+    return task
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", type=int, default=2_000_000)
     ap.add_argument("--scalar", type=int, default=20_000)
     ap.add_argument("--big", type=int, default=10_000_000)
     ap.add_argument("--csv", metavar="PATH", help="also stream the big sweep's rows to PATH")
+    ap.add_argument("--scaling", type=int, default=100_000_000,
+                    help="configs of the 1-vs-2-worker sweep (0: skip)")
     args = ap.parse_args()
 
     from dlformula import Engine
@@ -182,6 +233,12 @@ def main() -> None:
               f"{big['peak_kib'] / 1024:.0f} MiB; a process that only loaded the engine: "
               f"{big['idle_peak_kib'] / 1024:.0f} MiB (the sweep added "
               f"{(big['peak_kib'] - big['idle_peak_kib']) / 1024:.0f} MiB)")
+    if args.scaling:
+        sc = scaling(args.scaling)
+        print(f"{sc['configs']:,.0f}-config sweep: 1 worker {sc['workers=1']:.2f} s, "
+              f"2 workers {sc['workers=2']:.2f} s: {sc['workers=1'] / sc['workers=2']:.2f}x")
+        print(f"fixed costs: {sc['per block'] * 1e6:.0f} us per block, "
+              f"{sc['per task'] * 1e3:.2f} ms per task round trip to a worker process")
     print(f"(this process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f}"
           " MiB)")
 

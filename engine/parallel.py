@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+CONNECT_TIMEOUT = 10  # seconds to reach a Dask scheduler
 PARALLEL_MIN = 4_000_000  # configs below which extra processes cost more than they save
 TASK_CONFIGS = 2_000_000  # configs per task, so workers stay busy and results stay small
 
@@ -121,7 +122,7 @@ def _on_dask(fn: Callable[[Any, Any], Any], payload: Any, tasks: list[Any],
                          "pip install 'dlformula[dask]'") from None
     own = not isinstance(scheduler, Client)
     try:
-        client = Client(scheduler, timeout=30) if own else scheduler
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT) if own else scheduler
     except OSError as exc:
         from .errors import UsageError
 

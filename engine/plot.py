@@ -123,11 +123,24 @@ def plot_sweep(table: Any, path: str, y: str | None = None) -> None:
     if len(axes) == 1:
         x = axes[0]
         fig, ax = plt.subplots(figsize=(7, 4.5))
+        fits = _fits(table)
         if x in table.decoders:
-            ax.bar([str(v) for v in table.values(x)], values)
+            bars = ax.bar([str(v) for v in table.values(x)], values)
+            for bar, ok in zip(bars, fits, strict=True):
+                if not ok:
+                    bar.set_hatch("//")
+                    bar.set_alpha(0.5)
         else:
             order = np.argsort(np.asarray(table[x]), kind="stable")
-            ax.plot(np.asarray(table[x])[order], values[order], marker="o")
+            xs, ys = np.asarray(table[x])[order], values[order]
+            ax.plot(xs, ys, marker="o")
+            if not fits.all():
+                bad = ~fits[order]
+                ax.scatter(xs[bad], ys[bad], s=80, facecolors="none", edgecolors="crimson",
+                           zorder=3)
+        if not fits.all():
+            ax.plot([], [], "o", mfc="none", mec="crimson", label="does not fit in memory")
+            ax.legend(fontsize="small")
         ax.set_xlabel(x)
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
@@ -145,14 +158,28 @@ def plot_sweep(table: Any, path: str, y: str | None = None) -> None:
         ax.set_yticks(range(len(row_vals)), [str(v) for v in row_vals])
         ax.set_xlabel(cols_key)
         ax.set_ylabel(rows_key)
+        no_fit = np.zeros_like(grid, dtype=bool)
+        no_fit[row_idx, col_idx] = ~_fits(table)
         if grid.size <= 200:
             for (i, j), v in np.ndenumerate(grid):
                 if np.isfinite(v):
-                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7,
-                            color="white")
+                    ax.text(j, i, f"{v:.3g}" + ("\n(no fit)" if no_fit[i, j] else ""),
+                            ha="center", va="center", fontsize=7, color="white")
+        rows_bad, cols_bad = np.nonzero(no_fit)
+        if len(rows_bad) and grid.size > 200:  # (small grids say it in each cell)
+            ax.scatter(cols_bad, rows_bad, marker="x", s=20, color="crimson",
+                       label="does not fit in memory")
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.25, 1))
         fig.colorbar(image, ax=ax, label=ylabel)
     ax.set_title(f"{y} over {' x '.join(axes)}")
     _save(fig, path)
+
+
+def _fits(table: Any) -> np.ndarray:
+    """Which rows fit in memory (every row when the sweep did not mark them)."""
+    if "fits_memory" in table:
+        return np.asarray(table["fits_memory"], dtype=float) > 0
+    return np.ones(len(table), dtype=bool)
 
 
 def _levels(table: Any, name: str) -> tuple[list[Any], np.ndarray]:

@@ -296,7 +296,7 @@ def run_blocks(model: Any, plan: Plan, first: int, last: int
                ) -> tuple[Stats, dict[str, np.ndarray] | None]:
     """Blocks first..last-1 in one process: their counts, and their rows (every one, or with
     `plan.top` and not `plan.every_row` the best `top`, in grid order)."""
-    from .sweep import Where
+    from .sweep_where import Where
 
     ev = Evaluator(model, plan.base, plan.outputs, [Where(w, model) for w in plan.where])
     grid = Grid(plan.dims, plan.chunk)

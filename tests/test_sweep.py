@@ -400,7 +400,7 @@ def test_a_run_off_a_terminal_prints_progress_lines_at_a_modest_rate(monkeypatch
     assert len(log.getvalue().splitlines()) == 3
 
 
-# -- work limits ------------------------------------------------------------------------------------
+# -- work limits ---------------------------------------------------------------------------------
 def test_a_grid_above_the_limit_needs_yes_or_max_configs(engine, run):
     big = ["--vary", "training.tokens=1..100000", "--vary", "training.seq_len=1024..20023"]
     code, _, err = run("sweep", LLAMA, *big)
@@ -485,8 +485,11 @@ def test_a_dask_cluster_gives_the_one_process_result(engine):
         assert far.rows() == one.rows() and far.recommendation == one.recommendation
 
 
-def test_an_unreachable_scheduler_is_one_line(run):
+def test_an_unreachable_scheduler_is_one_line(run, monkeypatch):
     pytest.importorskip("distributed")
+    from dlformula import parallel
+
+    monkeypatch.setattr(parallel, "CONNECT_TIMEOUT", 1)
     code, _, err = run("sweep", LLAMA, "--vary", "parallelism.tp=1,2", "--scheduler",
                        "tcp://127.0.0.1:9")
     assert code == 2
