@@ -54,7 +54,10 @@ def task_ranges(count: int, per_block: int, workers: int) -> list[tuple[int, int
 
 
 def model_spec(model: Any) -> tuple[str, bytes, dict[str, Any]]:
-    """What a worker needs to rebuild the model: its digest, marshal bytes, plugin functions."""
+    """What a worker needs to rebuild the model: its digest, marshal bytes, plugin functions.
+    The model itself is remembered here too, so a forked worker uses it as it is, with the
+    functions this process has already compiled."""
+    _MODELS[model.digest] = model
     return model.digest, model.pack(), dict(model.plugin_functions)
 
 

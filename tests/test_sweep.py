@@ -495,3 +495,19 @@ def test_an_unreachable_scheduler_is_one_line(run, monkeypatch):
     assert code == 2
     assert err.startswith("error: --scheduler tcp://127.0.0.1:9: cannot reach the Dask "
                           "scheduler (")
+
+
+def test_the_python_api_page_runs(monkeypatch):
+    """docs/api.md is a notebook: every block runs, in order, in one namespace."""
+    import re
+
+    from conftest import ROOT
+
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) >= 6
+    monkeypatch.chdir(ROOT)
+    namespace: dict[str, object] = {}
+    for block in blocks:
+        exec(compile(block, "docs/api.md", "exec"), namespace)  # noqa: S102 (our own docs)
+    assert namespace["fast"].rows()  # the two-worker sweep ran and matched one process
