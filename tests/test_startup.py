@@ -77,6 +77,17 @@ def test_entry_point_discovery_is_cached(site):
     assert list((Path(os.environ["DLFORMULA_CACHE_DIR"])).glob("entry-points-*.marshal"))
 
 
+def test_a_new_file_in_a_folder_on_sys_path_keeps_the_cache(site):
+    """Under `python -c` the working directory is on sys.path: a file appearing there (a
+    config, an output) does not change which distributions are installed."""
+    install(site)
+    assert _example(site)
+    (site / "plan.xlsx").write_bytes(b"not a distribution")
+    (site / "notes").mkdir()
+    assert _example(site) == [("example", "dlformula_example", DIST_NAME, DIST_VERSION)]
+    assert len(site.calls) == 1
+
+
 def test_installing_a_plugin_is_noticed_on_the_next_run(site):
     assert _example(site) == []
     install(site)
