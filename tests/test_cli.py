@@ -54,7 +54,7 @@ def test_explain_with_config(run):
     code, out, _ = run("explain", "act_memory", "-c", GPT3)
     assert code == 0
     first = out.splitlines()[0]
-    assert first.startswith("act_memory = act_per_layer * layers_first_stage")
+    assert first.startswith("act_memory = act_per_layer * stage_inflight_layers")
     assert "memory.yaml:" in out.splitlines()[3] and "defined at " in out
     assert "= 9.01 GiB" in out
     assert "└── " in out and "input, training.recompute = selective" in out

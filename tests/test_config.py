@@ -46,8 +46,10 @@ def test_bad_types(run):
         f"error: {p}:4: training.micro_batch = 0: must be integer >= 1 (Sequences per "
         "micro-batch on one pipeline)",
         f"error: {p}:4: training.recompute = 'sometimes': must be one of none, selective, full, "
-        "op (Activation recomputation: none, selective (attention core only), full (every "
-        "layer) or op (torchtitan's per-op policy: every other matmul recomputed))",
+        "op, auto (Activation recomputation: none, selective (attention core only), full "
+        "(every layer), op (torchtitan's per-op policy: every other matmul recomputed) or auto "
+        "(selective, plus just enough layers recomputed in full for the peak to fit in "
+        "memory))",
     ]
 
 

@@ -53,8 +53,9 @@ def test_mapping_of_a_megatron_row(report):
 def test_mapping_defaults_are_recorded(report):
     r = by_id(report)["titan_llama_8b_h100_96gb"]
     c = config_of(report, "titan_llama_8b_h100_96gb")
-    assert "training.recompute" not in c  # 'unknown' leaves the model's default
-    assert "recompute unknown: the model's default" in r["assumptions"]
+    # 'unknown': selective, plus as much full recompute as the tensors need to fit
+    assert c["training.recompute"] == "auto" and c["training.allocator_overhead"] == "0"
+    assert any(a.startswith("recompute unknown: auto") for a in r["assumptions"])
     assert c["model.glu"] == "true" and c["model.kv_heads"] == "8"
     assert c["parallelism.zero"] == "3"
     assert c["hardware.node"] == "h100-sxm"
@@ -114,7 +115,7 @@ def test_validate_predicts_the_layout_eval_computes(engine, tmp_path, layers, pp
     validate's config evaluates to eval's split, or is refused as eval refuses it."""
     from dlformula.errors import DlfError
 
-    row = _row(model={"layers": layers}, parallel={"pp": pp, "dp": 64 // pp},
+    row = _row(model={"layers": layers}, parallel={"pp": pp, "dp": 64 // pp, "vpp": 1},
                batch=_Replace({"global_batch_sequences": 256, "micro_batch": 1}))
     m = _map(engine, row)
     config = tmp_path / "c.yaml"
@@ -194,13 +195,14 @@ def test_four_bit_training_is_skipped(engine):
 @pytest.mark.parametrize("text, recompute", [
     ("full", "full"), ("full (uniform, 1 layer)", "full"), (True, "full"), ("block", "full"),
     ("selective", "selective"), ("selective (attention core)", "selective"), ("op", "op"),
-    ("none", "none"), (False, "none"), ("no", "none"), ("unknown", None)])
+    ("none", "none"), (False, "none"), ("no", "none"), ("unknown", "auto"),
+    ("custom remat policy save_qkv_proj (everything else recomputed)", "full")])
 def test_recompute_spellings(engine, text, recompute):
     m = _map(engine, _row(parallel={"recompute": text}))
     c = dict(item.split("=", 1) for item in m.sets)
     assert c.get("training.recompute") == recompute
-    if recompute is None:
-        assert f"recompute {text}: the model's default" in m.assumptions
+    if recompute == "auto":
+        assert any(a.startswith(f"recompute {text}: auto") for a in m.assumptions)
 
 
 @pytest.mark.parametrize("batch, gbs, micro", [

@@ -86,6 +86,10 @@ def _interleaving(m: Mapper, pp: int) -> None:
         m.unknown["parallelism.vpp"] = f"interleaved ({_shown(text)}) without the factor"
     elif item is not None and isinstance(item.value, str) and vpp == 1:
         notes.append(f"{written} given as {item.value[:40]!r}: 1 (no interleaving)")
+    elif item is None and not schedule and pp > 1:
+        # Neither the factor nor the schedule stated: a tuned pipeline run interleaves when
+        # that is faster and fits (Megatron-LM's interleaved 1F1B, Narayanan et al. 2021).
+        m.unknown["parallelism.vpp"] = "pipeline schedule and interleaving not given"
     sets["parallelism.vpp"] = vpp
     if schedule and "parallelism.schedule" in m.known:
         found = first_match(m.conv.schedules, re.sub(r"[^a-z0-9]", "", schedule.lower()))

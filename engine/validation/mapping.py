@@ -310,7 +310,15 @@ class Mapper:
         if found is not None and found.value is not None:
             sets["training.recompute"] = found.value
         else:
-            self.notes.append(f"recompute {written}: the model's default")
+            # Left out: operators recompute only as much as memory demands (Megatron-LM's
+            # --recompute-num-layers), which the formulas' `auto` choice solves for. The run
+            # ran, so its tensors fit: the allocator slack fitted to torchtitan's reserved
+            # memory is no reason to recompute more.
+            sets["training.recompute"] = "auto"
+            sets["training.allocator_overhead"] = 0
+            self.notes.append(f"recompute {written}: auto (selective, and just enough layers "
+                              "recomputed in full for the tensors to fit, as a tuned run "
+                              "would; no allocator slack)")
         text = (row.text("precision") or "bf16").strip()
         found = first_match(self.conv.precisions, text)
         if found is None or found.value is None:
