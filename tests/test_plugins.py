@@ -242,12 +242,21 @@ def test_deepep_sends_a_token_once_to_each_remote_node_holding_its_experts(engin
     assert inside["ep_network_copies_share"] == 1 and inside["ep_inter_share"] == 0
 
 
-def test_1f1b_all_to_all_overlap_hides_like_dualpipe(engine):
+def test_1f1b_all_to_all_overlap_hides_like_dualpipe_in_the_steady_state(engine):
+    """Megatron's 1F1B all-to-all overlap pairs passes only in the steady state: the warm-up
+    forwards (2 (p - 1) + (v - 1) p + 1 on the first stage) and their cool-down backwards expose
+    their all-to-alls; DualPipe pairs every pass."""
     sets = ["parallelism.etp=2"]
     dual = engine.evaluate(MIXTRAL, sets + ["parallelism.schedule=dualpipe"])
     overlapped = engine.evaluate(MIXTRAL, sets + ["parallelism.ep_comm_overlap=true"])
     plain = engine.evaluate(MIXTRAL, sets)
-    assert overlapped["ep_comm_exposed_per_layer"] == dual["ep_comm_exposed_per_layer"]
+    m, v, p = overlapped["microbatches"], overlapped["vpp"], overlapped["pp"]
+    paired = (m * v - min(m * v, 2 * (p - 1) + (v - 1) * p + 1)) / (m * v)
+    assert overlapped["ep_overlap_paired_share"] == pytest.approx(paired)
+    assert dual["ep_overlap_paired_share"] == 1
+    assert overlapped["ep_comm_exposed_per_layer"] == pytest.approx(
+        paired * dual["ep_comm_exposed_per_layer"]
+        + (1 - paired) * plain["ep_comm_exposed_per_layer"])
     assert plain["ep_comm_exposed_per_layer"] == pytest.approx(
         plain["moe_layer_share"] * plain["ep_comm_per_moe_layer"])
     assert overlapped["ep_comm_exposed_per_layer"] < plain["ep_comm_exposed_per_layer"]
