@@ -712,3 +712,15 @@ def test_docs_describe_every_hook_and_show_the_tested_example():
         body = (EXAMPLE / f).read_text()
         assert body in text, f"docs/plugins.md no longer shows {f} as the tests use it"
     assert (EXAMPLE / "pyproject.toml").read_text() in text
+
+
+def test_a_dense_model_shows_no_expert_work(engine):
+    """Issue 17: a dense model showed moe_mlp_activation 210 MiB and expert_gemm_flops 1.2 TFLOP
+    (the expert width defaults to ffn_hidden); every expert work and traffic figure is 0."""
+    r = engine.evaluate(GPT3)
+    assert r["experts"] == 0
+    for name in ("expert_params", "expert_flops_per_token", "moe_mlp_flops_per_token",
+                 "routed_tokens_per_gpu", "expert_gemm_flops", "expert_gemm_bytes",
+                 "moe_elementwise_time", "moe_mlp_time", "moe_mlp_activation",
+                 "ep_dispatch_bytes", "ep_a2a_count", "ep_comm_time", "tokens_per_expert"):
+        assert r[name] == 0, name
