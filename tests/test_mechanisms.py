@@ -142,3 +142,22 @@ def test_tensor_parallel_traffic_hidden_behind_gemms_costs_the_overlap_slowdown(
     assert r["tp_comm_unhidden_per_layer"] == 0
     assert r["tp_comm_exposed_per_layer"] == pytest.approx(
         r["overlap_slowdown"] * r["tp_comm_per_layer"])
+
+
+def test_fsdp_under_pipeline_parallelism_syncs_once_per_step(engine):
+    """With pp > 1 a stage keeps its FSDP weights gathered and its gradients unreduced until
+    the last micro-batch (PyTorch pipelining's backward_maybe_with_nosync), so ZeRO-3 gathers
+    once and reduce-scatters once per step; without pp, every micro-batch does both."""
+    sets = {"parallelism.zero": 3, "parallelism.pp": 8, "parallelism.tp": 8,
+            "parallelism.dp": 16}
+    piped = engine.evaluate(GPT3, sets)
+    assert piped["zero3_syncs_per_step"] == 1
+    assert piped["zero3_gather_time"] == pytest.approx(
+        piped["layers_per_stage"] * piped["zero3_layer_gather_time"])
+    assert piped["dp_comm_time"] == pytest.approx(
+        piped["dp_grad_reduce_time"] + piped["zero3_gather_time"])
+    flat = engine.evaluate(GPT3, {**sets, "parallelism.pp": 1, "parallelism.dp": 128})
+    m = flat["microbatches"]
+    assert flat["zero3_syncs_per_step"] == m
+    assert flat["zero3_gather_time"] == pytest.approx(
+        2 * m * flat["layers_per_stage"] * flat["zero3_layer_gather_time"])

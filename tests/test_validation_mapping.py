@@ -596,3 +596,28 @@ def test_wall_clock_targets_are_compared_at_the_steady_state_share(engine, tmp_p
     assert rows["steady"]["target"]["step_time_s"] == 2.0
     assert rows["wall"]["predicted"] == rows["steady"]["predicted"]
     assert any("wall-clock average" in a for a in rows["wall"]["assumptions"])
+
+
+def test_interleaved_with_v_not_reported_is_interleaved(engine):
+    """Llama 3's row: "interleaved (V not reported)" beside a schedule text; the 'not' belongs
+    to 'reported', so the run is interleaved and its factor is a knob left out."""
+    row = _row(model={"layers": 128}, parallel={
+        "pp": 8, "dp": 8, "vpp": "interleaved (V not reported)",
+        "pp_schedule": "interleaved 1F1B; first and last stage carry one layer fewer"})
+    m = _map(engine, row)
+    assert any(a.startswith("interleaved ('interleaved (V not reported)') without the factor")
+               for a in m.assumptions)
+    plain = _map(engine, _row(parallel={"pp": 8, "dp": 8, "vpp": "not interleaved"}))
+    assert dict(i.split("=", 1) for i in plain.sets)["parallelism.vpp"] == "1"
+
+
+def test_a_knob_no_value_of_which_fits_takes_the_fastest(engine):
+    """A run ran, so it fit: when the model's memory estimate fits no value of a knob the run
+    leaves out, the fastest value is taken and the note says so."""
+    row = _row(model={"layers": 64, "hidden": 16384, "heads": 128, "ffn_hidden": 53248,
+                      "seq_len": 8192},
+               parallel={"tp": 8, "pp": 8, "dp": 1, "recompute": "none"},
+               batch=_Replace({"global_batch_sequences": 64}))
+    m = _map(engine, row)
+    assert any("no value fits the model's memory estimate, so the fastest" in a
+               for a in m.assumptions)

@@ -12,6 +12,9 @@ from typing import Any
 
 # engine -> (the mapped config, the knobs) -> the values chosen; the same run is often mapped
 # several times in one process (validate, --show, the docs).
+# Marks a choice made with memory unbounded (no value fitted the model's estimate).
+OVER_MEMORY = "(over memory)"
+UNBOUNDED = "1e30"
 _CACHE: weakref.WeakKeyDictionary[Any, dict[Any, dict[str, Any] | None]] = \
     weakref.WeakKeyDictionary()
 
@@ -37,11 +40,22 @@ def best_feasible(engine: Any, sets: dict[str, Any], knobs: list[str]) -> dict[s
                and d.name in config.values]
         result = search(None, gpus=int(config.values["gpus"]), sets=given, fix=fix,
                         engine=engine, top=1)
+        best = result.best()
+        if best is None:
+            # The run ran, so it fit: when the model's memory estimate fits no value, its
+            # estimate is what is off for this run, and the fastest value is taken.
+            result = search(None, gpus=int(config.values["gpus"]),
+                            sets=[*given, f"hardware.hbm_capacity={UNBOUNDED}"], fix=fix,
+                            engine=engine, top=1)
+            best = result.best()
+            if best is not None:
+                best = {**best, OVER_MEMORY: True}
     except DlfError:
-        result = None
-    best = result.best() if result is not None else None
+        best = None
     chosen = None if best is None else {
         k: _plain(best[by_key[k].name], by_key[k]) for k in knobs if by_key[k].name in best}
+    if chosen is not None and best is not None and best.get(OVER_MEMORY):
+        chosen[OVER_MEMORY] = True
     cache[key] = chosen
     return chosen
 

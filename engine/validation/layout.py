@@ -13,12 +13,15 @@ from __future__ import annotations
 import re
 
 from .conventions import first_match, holds
+from .feasible import OVER_MEMORY
 from .mapping import Mapper
 
 # Text that says a pipeline is interleaved, and text that says it is not.
 INTERLEAVED = re.compile(r"interleav|looped|virtual", re.IGNORECASE)
-NOT_INTERLEAVED = re.compile(r"\bnot\b[^;,]*interleav|non-?interleav|\bno\b[^;,]*interleav|"
-                             r"without[^;,]*interleav", re.IGNORECASE)
+# A negation at most two words before "interleav" ("not interleaved", "no virtual-stage
+# interleaving"), so "interleaved (V not reported)" stays interleaved.
+NOT_INTERLEAVED = re.compile(r"\b(?:not|no|without|non)[\s-]+(?:[\w-]+\s+){0,2}interleav|"
+                             r"non-?interleav", re.IGNORECASE)
 # An interleaving factor written in text: "v=4", "vpp 4", "4 chunks", "4 virtual stages".
 FACTOR = re.compile(r"\b(?:v|vpp|vp)\s*[=:]?\s*(\d+)\b|\b(\d+)\s*(?:model\s+)?(?:chunks|virtual)",
                     re.IGNORECASE)
@@ -67,7 +70,6 @@ def _interleaving(m: Mapper, pp: int) -> None:
     schedule = row.text("parallel.pp_schedule") or ""
     written = row.written.get("parallel.vpp", "vpp")
     vpp = 1
-    said = f"{'' if item is None else item.value} {schedule}"
     if item is not None and not isinstance(item.value, str):
         vpp = row.integer("parallel.vpp", 1) or 1
     elif item is not None:
@@ -75,7 +77,8 @@ def _interleaving(m: Mapper, pp: int) -> None:
         if factor or re.match(r"^\s*\d", item.value):
             vpp = int(factor.group(1) or factor.group(2)) if factor else \
                 row.integer("parallel.vpp", 1) or 1
-    interleaved = bool(INTERLEAVED.search(said)) and not NOT_INTERLEAVED.search(said)
+    texts = [str(item.value) if item is not None else "", schedule]
+    interleaved = any(INTERLEAVED.search(t) and not NOT_INTERLEAVED.search(t) for t in texts)
     if pp == 1 and (vpp > 1 or interleaved):
         what = f"{written} = {_shown(item.value)}" if item is not None else \
             f"pp_schedule {_shown(schedule)}"
@@ -148,11 +151,13 @@ def knobs(m: Mapper) -> None:
         return
     best = m.ctx.best(dict(m.sets), list(left)) if m.ctx.best is not None else None
     if best:
+        over = best.pop(OVER_MEMORY, False)
         m.sets.update(best)
         chosen = ", ".join(f"{k} = {v}" for k, v in best.items())
         m.notes.append(f"{'; '.join(left.values())}: {chosen}, the best feasible value "
                        "`dlformula search` finds for the stated layout (no published recipe "
-                       "known)")
+                       "known" + ("; no value fits the model's memory estimate, so the fastest, "
+                                  "as the run ran)" if over else ")"))
     else:
         kept = ", ".join(f"{k} = {m.sets.get(k, 'the default')}" for k in left)
         m.notes.append(f"{'; '.join(left.values())}: {kept} (no published recipe known, and "
