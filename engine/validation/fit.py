@@ -1,0 +1,219 @@
+"""Fitting the hardware families' figures to published runs, and checking them on runs left out.
+
+`spec()` reads engine/validation/fit.yaml: which figures each hardware family fits (grids,
+ties) and how runs group into source families. `collect` maps every run of the given runs
+files once; `fit_family` grid-searches one family's figures over runs; `cross_validate` fits on
+all runs (in-sample) and, for each source family, on all other sources (leave-one-source-out),
+and returns each run's error both ways with the traits the regimes and error bands group by.
+
+The objective is the mean over runs of |log(predicted / target)|, each term clipped (fit.yaml),
+so no single run drags a figure. Predictions are cached per run and grid point, so a full
+leave-one-source-out costs one evaluation per run and point visited.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from ..errors import ModelError
+from ..yamlfile import load_yaml
+from .report import percentile, validate
+
+REGIMES = ("≥ 4,096 GPUs", "MoE", "FP8", "CP ≥ 8", "FSDP", "Blackwell")
+
+
+class Family(NamedTuple):
+    name: str
+    nodes: tuple[str, ...]
+    grids: dict[str, list[float]]  # config key -> values
+    ties: dict[str, tuple[float, str]]  # config key -> (factor, other key)
+
+
+class Spec(NamedTuple):
+    clip: float
+    families: dict[str, Family]
+    memory: dict[str, list[float]]
+    sources: list[tuple[str, re.Pattern[str]]]
+
+
+class FitRun(NamedTuple):
+    id: str
+    file: str
+    config: tuple[str, ...]
+    target: float
+    node: str
+    family: str | None
+    source: str
+    traits: dict[str, Any]  # gpus, moe, precision, cp, zero, node
+
+
+def grid(text: str) -> list[float]:
+    """'lo:hi:step' -> the values from lo to hi inclusive."""
+    lo, hi, step = (float(x) for x in text.split(":"))
+    n = int(round((hi - lo) / step)) + 1
+    return [round(lo + i * step, 6) for i in range(n)]
+
+
+@lru_cache(maxsize=1)
+def spec() -> Spec:
+    """The shipped fit.yaml."""
+    from importlib import resources
+
+    path = resources.files("dlformula.validation") / "fit.yaml"
+    return parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def parse(text: str, path: str) -> Spec:
+    body = load_yaml(text, path, ModelError).plain()
+    try:
+        families = {}
+        for name, f in body["families"].items():
+            ties = {}
+            for key, expr in (f.get("tie") or {}).items():
+                factor, _, other = str(expr).partition("*")
+                ties[key] = (float(factor), other.strip())
+            families[name] = Family(name, tuple(f["nodes"]),
+                                    {k: grid(v["grid"]) for k, v in f["fit"].items()}, ties)
+        memory = {k: grid(v["grid"]) for k, v in (body.get("memory") or {}).items()}
+        sources = [(s["name"], re.compile(s["match"])) for s in body["sources"]]
+        return Spec(float(body["objective"]["clip"]), families, memory, sources)
+    except (KeyError, TypeError, ValueError, re.error) as exc:
+        raise ModelError(f"{path}: malformed fit spec ({type(exc).__name__}: {exc}); see the "
+                         "file's header for its form", path) from None
+
+
+def source_family(text: str, sources: list[tuple[str, re.Pattern[str]]]) -> str:
+    return next((name for name, pat in sources if pat.search(text)), text[:60] or "(no source)")
+
+
+def collect(engine: Any, files: list[str], target: str = "step_time_s") -> list[FitRun]:
+    """Every run of `files` with a `target`, mapped once."""
+    from .runsfile import load_runs
+
+    s = spec()
+    family_of = {node: f.name for f in s.families.values() for node in f.nodes}
+    out = []
+    for path in files:
+        sources = {str(r.value["id"].value): str(r.plain().get("source", ""))
+                   for r in load_runs(path, []) if isinstance(r.value, dict) and "id" in r.value}
+        for row in validate(engine, path)["rows"]:
+            if target not in row.get("target", {}):
+                continue
+            config = dict(item.split("=", 1) for item in row["config"])
+            node = config.get("hardware.node", "")
+            traits = {"gpus": int(float(config.get("hardware.gpus", 1))),
+                      "moe": float(config.get("moe.experts", 0)) > 1,
+                      "precision": config.get("training.precision", "bf16"),
+                      "cp": int(float(config.get("parallelism.cp", 1))),
+                      "zero": int(float(config.get("parallelism.zero", 1))), "node": node}
+            out.append(FitRun(row["id"], path, tuple(row["config"]), row["target"][target],
+                              node, family_of.get(node), source_family(
+                                  sources.get(row["id"], ""), s.sources), traits))
+    return out
+
+
+def regimes(run: FitRun) -> list[str]:
+    """The regimes of the issue-12 report a run belongs to."""
+    t, s = run.traits, spec()
+    out = []
+    if t["gpus"] >= 4096:
+        out.append(REGIMES[0])
+    if t["moe"]:
+        out.append(REGIMES[1])
+    if t["precision"] == "fp8":
+        out.append(REGIMES[2])
+    if t["cp"] >= 8:
+        out.append(REGIMES[3])
+    if t["zero"] >= 3:
+        out.append(REGIMES[4])
+    if run.family == "Blackwell" and "Blackwell" in s.families:
+        out.append(REGIMES[5])
+    return out
+
+
+class Predictor:
+    """Step time of a run at a point of figures, cached."""
+
+    def __init__(self, engine: Any, quantity: str = "step_time") -> None:
+        self.engine = engine
+        self.quantity = quantity
+        self.cache: dict[tuple[str, tuple[tuple[str, float], ...]], float] = {}
+
+    def __call__(self, run: FitRun, point: dict[str, float]) -> float:
+        key = (run.id + run.file, tuple(sorted(point.items())))
+        if key not in self.cache:
+            extra = [f"{k}={v}" for k, v in point.items()]
+            self.cache[key] = float(self.engine.evaluate(None, list(run.config) + extra)
+                                    [self.quantity])
+        return self.cache[key]
+
+
+def points(family: Family) -> list[dict[str, float]]:
+    """Every grid point of a family, ties applied."""
+    out = []
+    for values in itertools.product(*family.grids.values()):
+        point = dict(zip(family.grids, values))
+        for key, (factor, other) in family.ties.items():
+            point[key] = round(min(1.0, factor * point[other]), 6)
+        out.append(point)
+    return out
+
+
+def fit_family(predict: Predictor, runs: list[FitRun], family: Family,
+               clip: float) -> tuple[dict[str, float], float] | None:
+    """The grid point with the lowest objective over `runs` (the family's own), or None."""
+    mine = [r for r in runs if r.family == family.name]
+    if not mine:
+        return None
+    best: tuple[float, dict[str, float]] | None = None
+    for point in points(family):
+        objective = sum(min(abs(math.log(predict(r, point) / r.target)), clip)
+                        for r in mine) / len(mine)
+        if best is None or objective < best[0]:
+            best = (objective, point)
+    assert best is not None
+    return best[1], best[0]
+
+
+def cross_validate(engine: Any, runs: list[FitRun]) -> dict[str, Any]:
+    """In-sample and leave-one-source-out errors of every run of a fitted family.
+
+    Returns {"figures": {family: point}, "runs": [{id, file, source, family, regimes, traits,
+    in_sample, held_out, held_out_figures}]}; runs on nodes of no family keep their node
+    files' figures both ways (`family` None)."""
+    s = spec()
+    predict = Predictor(engine)
+    full = {name: fit_family(predict, runs, f, s.clip) for name, f in s.families.items()}
+    figures = {name: fit[0] for name, fit in full.items() if fit is not None}
+    held: dict[tuple[str, str], tuple[float, dict[str, float] | None]] = {}
+    for source in sorted({r.source for r in runs}):
+        train = [r for r in runs if r.source != source]
+        refit = {name: fit_family(predict, train, f, s.clip) for name, f in s.families.items()}
+        for r in runs:
+            if r.source != source:
+                continue
+            # No other source has runs on the family: the node files' own figures.
+            fit = refit.get(r.family) if r.family else None
+            point = fit[0] if fit is not None else {}
+            held[(r.id, r.file)] = (predict(r, point) / r.target - 1, point or None)
+    out = []
+    for r in runs:
+        point = figures.get(r.family, {}) if r.family else {}
+        out.append({"id": r.id, "file": r.file, "source": r.source, "family": r.family,
+                    "regimes": regimes(r), "traits": r.traits,
+                    "in_sample": predict(r, point) / r.target - 1,
+                    "held_out": held[(r.id, r.file)][0],
+                    "held_out_figures": held[(r.id, r.file)][1]})
+    return {"figures": figures, "runs": out}
+
+
+def summary(errors: list[float]) -> dict[str, Any]:
+    """n, median and p90 of |error|, and the signed median."""
+    a = [abs(e) for e in errors]
+    return {"n": len(a), "median": percentile(a, 50) if a else math.nan,
+            "p90": percentile(a, 90) if a else math.nan,
+            "signed_median": percentile(list(errors), 50) if a else math.nan}
