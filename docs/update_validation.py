@@ -156,7 +156,7 @@ def held_out(reports: dict[Path, dict[str, Any]]) -> str:
         out.append(f"`{name}`: " + "; ".join(parts or ["nothing predicted"])
                    + f"; skipped {s['skipped']}.\n")
         out.append("\n" + rows(report) + "\n")
-    return "".join(out) or "No held-out runs files in runs/.\n"
+    return "".join(out) or "No other runs files in runs/.\n"
 
 
 def ablations(engine: Any, reports: dict[str, dict[str, Any]]) -> str:
@@ -180,7 +180,7 @@ def ablations(engine: Any, reports: dict[str, dict[str, Any]]) -> str:
                 cells.append(f"{pct(percentile(errs, 50))} / {pct(percentile(errs, 90))}")
         return f"| {label} | " + " | ".join(cells) + " |"
 
-    head = ["public step time", "public peak memory"] + [f"held-out {n} step time"
+    head = ["public step time", "public peak memory"] + [f"{n} step time"
                                                          for n in reports if n != "public"]
     lines = ["| variant (median / p90 \\|error\\|) | " + " | ".join(head) + " |",
              "|---|" + "---:|" * len(head), stats("as shipped", None)]
@@ -188,36 +188,137 @@ def ablations(engine: Any, reports: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(text: str) -> str:
-    from dlformula.core import Engine
+BANDS = ROOT / "engine" / "validation" / "bands.json"
+README = ROOT / "README.md"
+GOALS = {"all runs": ("≤ 6%", "≤ 15%")}
+
+
+def crossval(engine: Any) -> dict[str, Any]:
+    """Leave-one-source-out over every shipped runs file (engine/validation/fit.py)."""
+    from dlformula.validation.fit import collect, cross_validate
+
+    return cross_validate(engine, collect(engine, [str(PUBLIC), *map(str, HELD_OUT)]))
+
+
+def _stat_cells(rows: list[dict[str, Any]]) -> str:
+    from dlformula.validation.fit import summary as stat
+
+    i, h = stat([r["in_sample"] for r in rows]), stat([r["held_out"] for r in rows])
+    return (f"{i['n']} | {pct(i['median'])} / {pct(i['p90'])} | **{pct(h['median'])}** / "
+            f"**{pct(h['p90'])}** | {pct(h['signed_median'], True)}")
+
+
+def loso(cv: dict[str, Any]) -> str:
+    """Pooled, per regime and per hardware family: in-sample beside leave-one-source-out."""
+    from dlformula.validation.fit import REGIMES
+
+    runs = cv["runs"]
+    lines = ["| runs | n | in-sample median / p90 | held out (leave-one-source-out) median / p90 "
+             "| held out, signed median |", "|---|---:|---:|---:|---:|",
+             f"| every run held (goal: median ≤ 6%, p90 ≤ 15%) | {_stat_cells(runs)} |"]
+    for regime in REGIMES:
+        lines.append(f"| {regime} | {_stat_cells([r for r in runs if regime in r['regimes']])} |")
+    for fam in sorted({r["family"] or "not fitted" for r in runs} - set(REGIMES)):
+        mine = [r for r in runs if (r["family"] or "not fitted") == fam]
+        lines.append(f"| {fam} nodes | {_stat_cells(mine)} |")
+    figures = "; ".join(f"{fam}: " + ", ".join(f"`{k.split('.')[-1]}` {v:g}"
+                                              for k, v in point.items())
+                        for fam, point in cv["figures"].items())
+    return "\n".join(lines) + f"\n\nFigures fitted on every run: {figures}.\n"
+
+
+def loso_sources(cv: dict[str, Any]) -> str:
+    runs = cv["runs"]
+    lines = ["| source (held out in turn) | n | in-sample median / p90 | held out median / p90 "
+             "| held out, signed median |", "|---|---:|---:|---:|---:|"]
+    for source in sorted({r["source"] for r in runs}):
+        lines.append(f"| {source} | {_stat_cells([r for r in runs if r['source'] == source])} |")
+    return "\n".join(lines) + "\n"
+
+
+def headline(cv: dict[str, Any]) -> str:
+    """The README's one-paragraph fidelity statement."""
+    from dlformula.validation.fit import summary as stat
+
+    runs = cv["runs"]
+    h, i = stat([r["held_out"] for r in runs]), stat([r["in_sample"] for r in runs])
+    sources = len({r["source"] for r in runs})
+    return (f"Step-time error over {h['n']} published runs from {sources} sources, each source "
+            f"predicted with the fitted figures refitted without it (leave-one-source-out): "
+            f"median {pct(h['median'])}, p90 {pct(h['p90'])} (in-sample {pct(i['median'])} / "
+            f"{pct(i['p90'])}); by regime and source in "
+            "[docs/validation.md](docs/validation.md#where-we-are).\n")
+
+
+def bands_json(cv: dict[str, Any]) -> str:
+    """Each validated run's held-out error and the traits error bands match on."""
+    import json
+
+    from dlformula.validation.bands import run_traits
+    from dlformula.validation.fit import spec
+
+    families = {node: f.name for f in spec().families.values() for node in f.nodes}
+    runs = [{"id": r["id"], **run_traits(r["family"], r["traits"]["gpus"], r["traits"]["moe"],
+                                          r["traits"]["precision"] == "fp8"),
+             "held_out": round(r["held_out"], 6)} for r in cv["runs"] if r["family"]]
+    body = {"about": "Generated by docs/update_validation.py: leave-one-source-out step-time "
+                     "errors of the validated runs, read by dlformula.validation.bands.",
+            "families": families, "runs": runs}
+    return json.dumps(body, indent=1, ensure_ascii=False) + "\n"
+
+
+def makers(engine: Any, cv: dict[str, Any]) -> dict[str, Any]:
+    """Block name -> a function rendering it; the reports are computed once, on first use."""
+    from functools import cache
+
     from dlformula.validate import validate
 
-    engine = Engine()
-    public = validate(engine, str(PUBLIC))
-    held = {path: validate(engine, str(path)) for path in HELD_OUT}
-    named = {"public": public, **{p.stem.replace("held-out-", ""): r for p, r in held.items()}}
-    makers = {"summary": lambda: summary(public), "distribution": lambda: distribution(public),
-              "by-source": lambda: by_source(public), "rows": lambda: rows(public),
-              "held-out": lambda: held_out(held), "ablations": lambda: ablations(engine, named)}
+    @cache
+    def reports() -> dict[str, dict[str, Any]]:
+        out = {"public": validate(engine, str(PUBLIC))}
+        out.update({str(p): validate(engine, str(p)) for p in HELD_OUT})
+        return out
 
+    def held() -> dict[Path, dict[str, Any]]:
+        return {p: reports()[str(p)] for p in HELD_OUT}
+
+    def named() -> dict[str, dict[str, Any]]:
+        return {"public": reports()["public"],
+                **{p.stem: r for p, r in held().items()}}
+
+    return {"summary": lambda: summary(reports()["public"]),
+            "distribution": lambda: distribution(reports()["public"]),
+            "by-source": lambda: by_source(reports()["public"]),
+            "rows": lambda: rows(reports()["public"]), "held-out": lambda: held_out(held()),
+            "ablations": lambda: ablations(engine, named()), "loso": lambda: loso(cv),
+            "loso-sources": lambda: loso_sources(cv), "headline": lambda: headline(cv)}
+
+
+def render(text: str, blocks: dict[str, Any], name: str) -> str:
     def replace(m: re.Match) -> str:
-        name = m.group(2)
-        if name not in makers:
-            sys.exit(f"docs/validation.md: unknown block '{name}' (one of {', '.join(makers)})")
-        return m.group(1) + makers[name]() + m.group(4)
+        block = m.group(2)
+        if block not in blocks:
+            sys.exit(f"{name}: unknown block '{block}' (one of {', '.join(blocks)})")
+        return m.group(1) + blocks[block]() + m.group(4)
 
     return BLOCK.sub(replace, text)
 
 
 def main() -> int:
-    text = DOC.read_text()
-    new = render(text)
+    from dlformula.core import Engine
+
+    engine = Engine()
+    cv = crossval(engine)
+    blocks = makers(engine, cv)
+    outputs = {DOC: render(DOC.read_text(), blocks, "docs/validation.md"),
+               README: render(README.read_text(), blocks, "README.md"), BANDS: bands_json(cv)}
+    stale = [p for p, new in outputs.items() if not p.exists() or p.read_text() != new]
     if "--check" in sys.argv:
-        if new != text:
-            print("docs/validation.md is out of date: run python docs/update_validation.py")
-            return 1
-        return 0
-    DOC.write_text(new)
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is out of date: run python docs/update_validation.py")
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(outputs[path])
     return 0
 
 

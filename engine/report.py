@@ -46,11 +46,14 @@ def as_dict(result: Result, only: str | None = None) -> dict[str, Any]:
     """The JSON contract: {"quantities": {...}, "inputs": {...}, "constants": {...}}."""
     m = result.model
     out: dict[str, Any] = {"quantities": {}, "inputs": {}, "constants": {}}
+    band = result_band(result)
     for name in m.order:
         if _matches(name, only):
             q = m.quantities[name]
             out["quantities"][name] = {"value": _plain(result.values[name]), "unit": q.unit,
                                        "doc": q.doc}
+            if name in BANDED:
+                out["quantities"][name]["band"] = band.as_dict() if band else None
     for name, d in m.inputs.items():
         if _matches(name, only):
             v = result.config.labels.get(name, result.values[name])
@@ -123,6 +126,7 @@ def key_results(result: Result) -> list[str]:
                      f"({100 * mem / cap:.0f}%): {verdict}")
     shown = {"memory_per_gpu", "hbm_capacity_used", "memory_fits"}
     first = [n for n in KEY_ORDER if n in m.summary]
+    band = result_band(result)
     for name in first + [n for n in m.summary if n not in first]:
         if name in shown or name not in v:
             continue
@@ -133,8 +137,25 @@ def key_results(result: Result) -> list[str]:
         else:
             n, u = human(v[name], q.unit)
             text = f"{n} {u}".strip()
-        lines.append(f"  {name:<26}{text}")
+        if name == "step_time":
+            text = f"{text:<16}({band.text() if band else 'no comparable validated run'})"
+        lines.append(f"  {name:<26}{text}".rstrip())
     return lines
+
+
+# Quantities whose relative error is step time's: the validated runs' error band applies.
+BANDED = ("step_time", "mfu", "hfu", "tokens_per_second", "tokens_per_second_per_gpu",
+          "training_days", "training_time", "gpu_hours", "cost_usd", "energy_kwh",
+          "achieved_flops_per_gpu", "wall_time_per_step")
+
+
+def result_band(result: Result) -> Any:
+    """The error band of a result's step time (dlformula.validation.bands), or None."""
+    from .validation.bands import band_for
+
+    values = dict(result.values)
+    values["precision"] = result.config.labels.get("precision", values.get("precision"))
+    return band_for(values, result.config.node.id if result.config.node else None)
 
 
 def to_table(result: Result, only: str | None = None, width: int = 120) -> str:

@@ -536,7 +536,7 @@ def test_a_gpu_count_that_disagrees_with_dp_wins(engine):
 
 def test_non_gated_gelu_is_not_read_as_gated(engine):
     """'GeLU non-gated 4h MLP' names 'gated' too; reading it as SwiGLU priced GPT-3's MLP 1.5x
-    (held-out-fp8.yaml, blind: BF16 +37-39%)."""
+    (fp8-h100.yaml, blind: BF16 +37-39%)."""
     for arch, glu in (("GPT-3 (LayerNorm, GeLU non-gated 4h MLP)", "false"),
                       ("non-GLU MLP", "false"), ("Llama (SwiGLU)", "true"),
                       ("gated MLP", "true"), ("GeLU", "false")):

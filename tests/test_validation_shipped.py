@@ -38,7 +38,7 @@ def reports(engine):
 def test_every_runs_file_in_runs_ships_by_its_name():
     """Adding a set is dropping a file in runs/: the package finds it by its file name."""
     assert list(shipped.shipped_paths()) == [p.stem for p in SHIPPED]
-    assert {"public", "held-out-dense", "held-out-moe"} <= set(shipped.shipped_paths())
+    assert {"public", "dense-2025", "moe-2025"} <= set(shipped.shipped_paths())
     for name, path in shipped.shipped_paths().items():
         assert Path(path).resolve() == (ROOT / "runs" / f"{name}.yaml").resolve()
         assert shipped.resolve(name) == path

@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import DlfError, UsageError, display_path
 from .mapping import Context, Invalid, Skip, check_types, map_row
 from .runsfile import Row, load_runs
+from .stats import percentile
 
 # target key -> (quantity, factor from the quantity's SI unit to the target's unit, label)
 TARGETS: dict[str, tuple[str, float, str]] = {
@@ -37,17 +38,6 @@ def _matches(rid: str, pattern: str | None) -> bool:
     if any(c in pattern for c in "*?["):
         return fnmatch.fnmatchcase(rid, pattern)
     return pattern in rid
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0-100) with linear interpolation between ranks (NumPy's default)."""
-    if not values:
-        return math.nan
-    s = sorted(values)
-    pos = (len(s) - 1) * q / 100
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def summarize(rows: list[dict[str, Any]], worst: int = 5) -> dict[str, Any]:

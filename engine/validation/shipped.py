@@ -1,7 +1,7 @@
 """The runs files shipped with dlformula (the `dlformula.runs` package data): found by name.
 
 Every `*.yaml` in runs/ is a set named by its file name without `.yaml` (`public`,
-`held-out-dense`); its description is its first comment line. Adding a set is dropping a file
+`dense-2025`); its description is its first comment line. Adding a set is dropping a file
 there.
 """
 

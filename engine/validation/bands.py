@@ -1,0 +1,97 @@
+"""How sure an estimate is: error bands from the validated runs most like it.
+
+docs/update_validation.py writes bands.json beside this module: every validated run's
+leave-one-source-out step-time error (its prediction with the fitted figures refitted without
+its source, engine/validation/fit.py) and the traits comparable runs share. `band` picks the
+runs comparable to a config (same hardware family, GPU-count bracket, dense or MoE, FP8 or
+16-bit), relaxing the traits in reverse order of importance until at least MIN_RUNS remain, and
+returns the 90th percentile of their |error|: the range a planner should read around step time
+and everything derived from it (MFU, throughput, days, GPU-hours, cost, energy).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from .stats import percentile
+
+MIN_RUNS = 8
+# Traits in the order they are given up when too few runs share them all.
+TRAITS = ("family", "scale", "moe", "fp8")
+SCALES = ((64, "< 64 GPUs"), (1024, "64-1,023 GPUs"), (4096, "1,024-4,095 GPUs"),
+          (float("inf"), "≥ 4,096 GPUs"))
+
+
+class Band(NamedTuple):
+    p90: float  # of |relative error|
+    n: int
+    matched: tuple[str, ...]  # the traits the comparable runs share, as words
+
+    def text(self) -> str:
+        return f"±{self.p90 * 100:.0f}%, p90 of {self.n} comparable runs"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"p90": self.p90, "runs": self.n, "matched": list(self.matched),
+                "basis": "leave-one-source-out step-time error of comparable validated runs"}
+
+
+def scale(gpus: float) -> str:
+    return next(label for limit, label in SCALES if gpus < limit)
+
+
+def run_traits(family: str | None, gpus: float, moe: bool, fp8: bool) -> dict[str, Any]:
+    return {"family": family, "scale": scale(gpus), "moe": moe, "fp8": fp8}
+
+
+@lru_cache(maxsize=1)
+def table() -> dict[str, Any]:
+    """The shipped bands.json: {"families": {node: family}, "runs": [...]} (empty without it).
+    Read beside this module rather than through importlib.resources: eval reads it on every
+    run and its start-up path stays small."""
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "bands.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return dict(json.load(fh))
+    except (OSError, ValueError):
+        return {"families": {}, "runs": []}
+
+
+def band_for(values: dict[str, Any], node_id: str | None,
+             data: dict[str, Any] | None = None) -> Band | None:
+    """The band of a config's step time (None when no validated run is comparable)."""
+    data = table() if data is None else data
+    family = data["families"].get(node_id or "")
+    if family is None:
+        return None
+    want = run_traits(family, float(values.get("gpus", 1)),
+                      float(values.get("experts", 0) or 0) > 1, _fp8(values))
+    kept = list(TRAITS)
+    while True:
+        same = [r for r in data["runs"] if all(r[t] == want[t] for t in kept)]
+        if len(same) >= MIN_RUNS or len(kept) == 1:
+            break
+        kept.pop()
+    if not same:
+        return None
+    p90 = percentile([abs(r["held_out"]) for r in same], 90)
+    return Band(p90, len(same), tuple(_words(t, want[t]) for t in kept))
+
+
+def _fp8(values: dict[str, Any]) -> bool:
+    # precision is a choice input: its code for fp8 is 2 (formulas/training.yaml)
+    v = values.get("precision")
+    return v == "fp8" or v == 2
+
+
+def _words(trait: str, value: Any) -> str:
+    if trait == "family":
+        return f"{value} family"
+    if trait == "moe":
+        return "MoE" if value else "dense"
+    if trait == "fp8":
+        return "FP8" if value else "16-bit"
+    return str(value)

@@ -1,0 +1,65 @@
+"""Error bands: every estimate says how far comparable validated runs were off (issue 13)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dlformula.core import Engine
+from dlformula.validation.bands import MIN_RUNS, band_for, run_traits, table
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
+
+
+def _runs(n: int, family: str, gpus: int, moe: bool, fp8: bool, error: float) -> list[dict]:
+    return [{**run_traits(family, gpus, moe, fp8), "held_out": error * (i + 1) / n}
+            for i in range(n)]
+
+
+def test_band_is_the_p90_of_the_most_alike_runs_relaxing_the_last_trait_first():
+    data = {"families": {"h100-sxm": "H100"},
+            "runs": _runs(MIN_RUNS, "H100", 2048, False, True, 0.10)
+            + _runs(MIN_RUNS, "H100", 2048, False, False, 0.50)
+            + _runs(3, "H100", 16, True, True, 0.90)}
+    dense_fp8 = band_for({"gpus": 2048, "experts": 0, "precision": "fp8"}, "h100-sxm", data)
+    assert dense_fp8 is not None and dense_fp8.n == MIN_RUNS
+    assert dense_fp8.p90 == pytest.approx(0.10 * (1 + 0.9 * (MIN_RUNS - 1)) / MIN_RUNS)
+    assert dense_fp8.matched == ("H100 family", "1,024-4,095 GPUs", "dense", "FP8")
+    # Three MoE runs are too few: precision, then MoE, then scale are given up in turn.
+    moe = band_for({"gpus": 16, "experts": 64, "precision": 2}, "h100-sxm", data)
+    assert moe is not None and moe.matched == ("H100 family",) and moe.n == 2 * MIN_RUNS + 3
+    assert band_for({"gpus": 8}, "mi300x", data) is None  # no validated run on that family
+
+
+def test_brief_and_json_carry_the_band():
+    engine = Engine()
+    r = engine.evaluate(GPT3)
+    from dlformula import report
+
+    line = next(x for x in report.key_results(r) if x.strip().startswith("step_time"))
+    band = report.result_band(r)
+    assert band is not None and band.n >= MIN_RUNS
+    assert f"(±{band.p90 * 100:.0f}%, p90 of {band.n} comparable runs)" in line
+    q = json.loads(report.to_json(r))["quantities"]
+    assert q["step_time"]["band"]["p90"] == pytest.approx(band.p90)
+    assert q["cost_usd"]["band"] == q["step_time"]["band"]
+    assert "band" not in q["memory_per_gpu"]
+
+
+def test_a_node_no_validated_run_resembles_says_so():
+    engine = Engine()
+    r = engine.evaluate(GPT3, {"hardware.node": "mi300x"})
+    from dlformula import report
+
+    line = next(x for x in report.key_results(r) if x.strip().startswith("step_time"))
+    assert "(no comparable validated run)" in line
+    assert json.loads(report.to_json(r))["quantities"]["step_time"]["band"] is None
+
+
+def test_the_shipped_bands_cover_every_fitted_family():
+    data = table()
+    assert {r["family"] for r in data["runs"]} == set(data["families"].values())
+    assert all(abs(r["held_out"]) < 5 for r in data["runs"])
