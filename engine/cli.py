@@ -22,6 +22,7 @@ LAZY_COMMANDS = {
     "search": ("cli_sweep", "search_cmd"),
     "plot": ("cli_sweep", "plot_cmd"),
     "validate": ("cli_validate", "validate"),
+    "calibrate": ("cli_calibrate", "calibrate_cmd"),
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from .defs import InputDef
 from .errors import DlfError, UsageError, did_you_mean, display_path, raise_all
 from .model import CompiledModel
-from .resources import Catalog, Node, Preset
+from .resources import Catalog, Node, Preset, is_node_path
 from .units import UnitSyntaxError, parse_unit
 from .yamlfile import Located, read_user_yaml
 
@@ -153,8 +153,11 @@ def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
     node_item = merged.get("hardware.node")
     if node_item is not None and node_item[0].value is not None:
         o = node_item[1]
-        node = catalog.node(str(node_item[0].value), (o.path if o.kind != "set" else "--set",
-                                                     o.line))
+        node_ref = str(node_item[0].value)
+        if o.kind == "config" and o.path and is_node_path(node_ref) \
+                and not os.path.isabs(node_ref):
+            node_ref = os.path.join(os.path.dirname(o.path), node_ref)  # relative to the config
+        node = catalog.node(node_ref, (o.path if o.kind != "set" else "--set", o.line))
         for spec_key, spec in node.specs.items():
             key = f"hardware.{spec_key}"
             d = by_key.get(key)

@@ -6,6 +6,8 @@ install or a source checkout. Plugins add further folders of the same three kind
 
 from __future__ import annotations
 
+import os
+
 from typing import Any, NamedTuple
 
 from .errors import DlfError, ModelError, UsageError, did_you_mean, display_path, raise_all
@@ -102,6 +104,15 @@ class Catalog:
         return sorted(self._files["presets"])
 
     def node(self, node_id: str, where: tuple[str | None, int | None] = (None, None)) -> Node:
+        if is_node_path(node_id):  # a node file of one's own (dlformula calibrate writes one)
+            import pathlib
+
+            if not os.path.isfile(node_id):
+                raise UsageError(f"hardware node file '{node_id}' does not exist; give the path "
+                                 "of a node YAML (dlformula calibrate -o writes one) or a node "
+                                 "id (`dlformula hardware` lists them)", *where)
+            return read_node(os.path.basename(node_id).rsplit(".", 1)[0],
+                             pathlib.Path(node_id), "file")
         entry = self._files["hardware"].get(node_id)
         if entry is None:
             raise UsageError(f"unknown hardware node '{node_id}'"
@@ -124,6 +135,11 @@ def _abspath(f: Any) -> str:
     import os
 
     return os.path.abspath(str(f))
+
+
+def is_node_path(node_id: str) -> bool:
+    """A hardware.node value naming a file rather than a node id."""
+    return node_id.endswith((".yaml", ".yml")) or "/" in node_id or os.sep in node_id
 
 
 def read_node(node_id: str, f: Any, origin: str) -> Node:

@@ -49,6 +49,7 @@ class FitRun(NamedTuple):
     family: str | None
     source: str
     traits: dict[str, Any]  # gpus, moe, precision, cp, zero, node
+    values: dict[str, Any]  # every input's value for the mapped config (resolved once)
 
 
 def grid(text: str) -> list[float]:
@@ -110,9 +111,10 @@ def collect(engine: Any, files: list[str], target: str = "step_time_s") -> list[
                       "precision": config.get("training.precision", "bf16"),
                       "cp": int(float(config.get("parallelism.cp", 1))),
                       "zero": int(float(config.get("parallelism.zero", 1))), "node": node}
+            values = dict(engine.config(None, list(row["config"])).values)
             out.append(FitRun(row["id"], path, tuple(row["config"]), row["target"][target],
                               node, family_of.get(node), source_family(
-                                  sources.get(row["id"], ""), s.sources), traits))
+                                  sources.get(row["id"], ""), s.sources), traits, values))
     return out
 
 
@@ -136,19 +138,22 @@ def regimes(run: FitRun) -> list[str]:
 
 
 class Predictor:
-    """Step time of a run at a point of figures, cached."""
+    """A quantity of a run at a point of figures ({config key: value}), cached. The run's
+    inputs are resolved once (FitRun.values); a point replaces the inputs it names, in their
+    declared units (the fitted figures are dimensionless shares), and only the generated
+    model runs."""
 
     def __init__(self, engine: Any, quantity: str = "step_time") -> None:
-        self.engine = engine
+        self.model = engine.model
         self.quantity = quantity
+        self.names = {d.config: d.name for d in engine.model.inputs.values() if d.config}
         self.cache: dict[tuple[str, tuple[tuple[str, float], ...]], float] = {}
 
     def __call__(self, run: FitRun, point: dict[str, float]) -> float:
         key = (run.id + run.file, tuple(sorted(point.items())))
         if key not in self.cache:
-            extra = [f"{k}={v}" for k, v in point.items()]
-            self.cache[key] = float(self.engine.evaluate(None, list(run.config) + extra)
-                                    [self.quantity])
+            values = {**run.values, **{self.names[k]: v for k, v in point.items()}}
+            self.cache[key] = float(self.model.evaluate(values)[self.quantity])
         return self.cache[key]
 
 

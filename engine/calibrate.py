@@ -1,0 +1,202 @@
+"""Calibration: a hardware node fitted to a team's own measured runs.
+
+`calibrate(engine, runs_path, base, figures)` maps every run of a runs file on node `base`
+(engine/validation/fit.py's `collect`), fits the named figures of the node by least squares on
+log step time -- a bounded coordinate search, golden-section on each figure in turn -- and
+reports each run's error before and after, and a leave-one-out figure (each run predicted with
+the figures refitted on the others). `node_yaml` writes the calibrated node: every figure of
+`base` kept with its source, the fitted ones with the runs they came from and the residual.
+
+A figure no run is sensitive to, or more figures than runs, cannot be determined: that is a
+UsageError naming the figure, not a silent guess.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from .errors import UsageError
+
+# What the validation docs show matters most for step time: large-GEMM and attention efficiency,
+# the collective efficiencies of the two link tiers, and what overlapped communication costs.
+DEFAULT_FIGURES = ("gemm_efficiency", "attention_efficiency", "collective_efficiency",
+                   "scaleout_efficiency", "overlap_slowdown")
+BOUNDS = (0.02, 1.0)  # every default figure is a share of a peak or of compute
+SENSITIVITY = 1e-3  # smallest d log(step) / d log(figure) over the runs that counts as exercised
+GOLDEN = (math.sqrt(5) - 1) / 2
+
+
+class RunFit(NamedTuple):
+    id: str
+    target: float
+    before: float
+    after: float
+    left_out: float | None  # prediction with the figures refitted without this run
+
+
+class Calibration(NamedTuple):
+    base: str
+    figures: dict[str, tuple[float, float]]  # name -> (node's value, fitted value)
+    runs: list[RunFit]
+    dropped: list[str]  # default figures no run exercises, left at the node's value
+    source: str  # the runs file
+
+
+def calibrate(engine: Any, runs_path: str, base: str,
+              figures: list[str] | None = None) -> Calibration:
+    from .validation.fit import collect
+
+    engine.catalog.node(base)  # an unknown node is a UsageError naming the known ones
+    runs = [r for r in collect(engine, [runs_path]) if r.node == base]
+    if not runs:
+        raise UsageError(f"no run of {runs_path} with a step-time target is on node '{base}'; "
+                         "give the node the runs name (their hardware.gpu or hardware.node)")
+    named = figures is not None
+    names = list(figures) if named else list(DEFAULT_FIGURES)
+    inputs = {d.config: d for d in engine.model.inputs.values() if d.config}
+    for name in names:
+        if f"hardware.{name}" not in inputs:
+            raise UsageError(f"--fit {name}: no hardware figure of that name (a hardware "
+                             "input such as gemm_efficiency; `dlformula list hardware` lists "
+                             "them)")
+    start = {n: _value(engine, runs[0].config, n) for n in names}
+    exercised = _exercised(engine, runs, start)
+    dropped = [n for n in names if n not in exercised]
+    if named and dropped:
+        raise UsageError(f"no run of {runs_path} exercises {', '.join(dropped)} (its value "
+                         "does not change any predicted step time); leave it out of --fit")
+    names = [n for n in names if n in exercised]
+    if not names:
+        raise UsageError(f"the runs of {runs_path} exercise none of the figures to fit")
+    if len(runs) < len(names):
+        raise UsageError(f"{len(runs)} run(s) cannot determine {len(names)} figures "
+                         f"({', '.join(names)}); add runs or fit fewer with --fit")
+    point = _fit(engine, runs, {n: start[n] for n in names})
+    rows = []
+    for r in runs:
+        others = [o for o in runs if o is not r]
+        left_out = None
+        if len(others) >= len(names):
+            left_out = _predict(engine, r, _fit(engine, others, dict(point)))
+        rows.append(RunFit(r.id, r.target, _predict(engine, r, {}), _predict(engine, r, point),
+                           left_out))
+    return Calibration(base, {n: (start[n], point[n]) for n in names}, rows, dropped,
+                       runs_path)
+
+
+def _value(engine: Any, config: tuple[str, ...], name: str) -> float:
+    return float(engine.evaluate(None, list(config))[name])
+
+
+def _predict(engine: Any, run: Any, point: dict[str, float]) -> float:
+    """Step time of a mapped run with the figures of `point` (input names) replaced."""
+    return float(engine.model.evaluate({**run.values, **point})["step_time"])
+
+
+def _exercised(engine: Any, runs: list[Any], start: dict[str, float]) -> set[str]:
+    out = set()
+    for name, value in start.items():
+        moved = value * 0.9 if value > 0 else 0.1
+        for r in runs:
+            a, b = _predict(engine, r, {}), _predict(engine, r, {name: moved})
+            if abs(math.log(b / a)) / abs(math.log(0.9)) > SENSITIVITY:
+                out.add(name)
+                break
+    return out
+
+
+def _loss(engine: Any, runs: list[Any], point: dict[str, float]) -> float:
+    return sum(math.log(_predict(engine, r, point) / r.target) ** 2 for r in runs)
+
+
+def _fit(engine: Any, runs: list[Any], point: dict[str, float]) -> dict[str, float]:
+    """Least squares on log step time, one figure at a time by golden section within BOUNDS,
+    until a round moves no figure by more than 1e-5."""
+    point = dict(point)
+    for _ in range(30):
+        moved = 0.0
+        for name in point:
+            def f(x: float, name: str = name) -> float:
+                return _loss(engine, runs, {**point, name: x})
+
+            best = _golden(f, *BOUNDS)
+            moved = max(moved, abs(best - point[name]))
+            point[name] = best
+        if moved < 1e-5:
+            break
+    return point
+
+
+def _golden(f: Any, lo: float, hi: float, tol: float = 1e-6) -> float:
+    a, b = lo, hi
+    c, d = b - GOLDEN * (b - a), a + GOLDEN * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > tol:
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - GOLDEN * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + GOLDEN * (b - a)
+            fd = f(d)
+    return (a + b) / 2
+
+
+def node_yaml(engine: Any, cal: Calibration) -> str:
+    """The calibrated node: `base`'s figures, the fitted ones replaced and annotated."""
+    from .validation.stats import percentile
+    from .yamlfile import dump_yaml
+
+    node = engine.catalog.node(cal.base)
+    after = [abs(r.after / r.target - 1) for r in cal.runs]
+    ids = ", ".join(r.id for r in cal.runs[:12]) + (" ..." if len(cal.runs) > 12 else "")
+    specs = {}
+    for key, spec in node.specs.items():
+        entry: dict[str, Any] = {"value": spec.value, "unit": spec.unit, "source": spec.source}
+        if key in cal.figures:
+            before, fitted = cal.figures[key]
+            entry["value"] = round(fitted, 4)
+            entry["source"] = (f"calibrated by dlformula calibrate on {len(cal.runs)} run(s) of "
+                               f"{cal.source} ({ids}): least squares on log step time, "
+                               f"median |error| after {percentile(after, 50) * 100:.1f}%; "
+                               f"{cal.base}'s value was {before:g} ({spec.source})")
+        specs[key] = entry
+    for key, (before, fitted) in cal.figures.items():
+        if key not in specs:  # a figure the base file leaves at the input default
+            specs[key] = {"value": round(fitted, 4), "unit": "1",
+                          "source": f"calibrated by dlformula calibrate on {len(cal.runs)} "
+                                    f"run(s) of {cal.source} ({ids}); the default was {before:g}"}
+    body = {"name": f"{node.name}, calibrated to {cal.source}", "vendor": node.vendor,
+            "notes": f"{cal.base} with {', '.join(cal.figures)} fitted to measured runs by "
+                     f"dlformula calibrate. {node.notes}".strip(), "specs": specs}
+    return (f"# {cal.base} calibrated by `dlformula calibrate` to the runs of {cal.source}.\n"
+            "# Use it as `hardware: {node: ./this-file.yaml}` in a config, or put it in a "
+            "plugin's hardware/ folder.\n" + dump_yaml(body))
+
+
+def report(cal: Calibration) -> str:
+    """Per run: target, before, after and left-out predictions; the figures; the summary."""
+    from .validation.stats import percentile
+
+    def pct(p: float | None, t: float) -> str:
+        return "-" if p is None else f"{(p / t - 1) * 100:+.1f}%"
+
+    width = min(max(len(r.id) for r in cal.runs), 48)
+    lines = [f"{'run':{width}}  {'target':>9}  {'before':>8}  {'after':>8}  {'left out':>8}"]
+    for r in cal.runs:
+        lines.append(f"{r.id[:width]:{width}}  {r.target:>8.3f}s  {pct(r.before, r.target):>8}  "
+                     f"{pct(r.after, r.target):>8}  {pct(r.left_out, r.target):>8}")
+    lines.append("")
+    for name, (before, after) in cal.figures.items():
+        lines.append(f"{name:24} {before:.4g} -> {after:.4g}")
+    for name in cal.dropped:
+        lines.append(f"{name:24} kept: no run exercises it")
+    for label, key in (("before", "before"), ("after", "after"), ("left out", "left_out")):
+        errs = [abs(getattr(r, key) / r.target - 1) for r in cal.runs
+                if getattr(r, key) is not None]
+        if errs:
+            lines.append(f"median |error| {label:9} {percentile(errs, 50) * 100:5.1f}%  "
+                         f"(max {max(errs) * 100:.1f}%, {len(errs)} runs)")
+    return "\n".join(lines) + "\n"

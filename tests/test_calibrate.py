@@ -1,0 +1,87 @@
+"""`dlformula calibrate`: a node fitted to a team's own runs (issue 13, section 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dlformula.calibrate import calibrate, node_yaml
+from dlformula.core import Engine
+from dlformula.errors import UsageError
+from dlformula.validate import validate
+
+TRUE = {"gemm_efficiency": 0.47, "attention_efficiency": 0.27}
+SHAPES = [(32, 4096, 32, 14336, 8192, 1, 1, 8), (80, 8192, 64, 28672, 8192, 8, 1, 8),
+          (40, 5120, 40, 13824, 4096, 2, 2, 16), (32, 4096, 32, 14336, 32768, 2, 1, 8),
+          (60, 6656, 52, 17920, 4096, 4, 2, 8), (16, 2048, 16, 8192, 2048, 1, 1, 16)]
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine()
+
+
+def _synthetic_runs(engine: Engine, tmp: Path) -> Path:
+    """Runs on an 'H100 SXM' cluster whose true efficiencies are TRUE: targets are the model's
+    own step times at those figures."""
+    rows = []
+    for i, (layers, hidden, heads, ffn, seq, tp, pp, dp) in enumerate(SHAPES):
+        rows.append({"id": f"synthetic_{i}", "source": "our cluster",
+                     "model": {"layers": layers, "hidden": hidden, "heads": heads,
+                               "kv_heads": 8, "ffn_hidden": ffn, "vocab": 128256,
+                               "seq_len": seq, "arch": "Llama (SwiGLU)"},
+                     "hardware": {"gpu": "H100 SXM", "count": tp * pp * dp},
+                     "parallel": {"tp": tp, "pp": pp, "dp": dp, "vpp": 1,
+                                  "recompute": "selective"},
+                     "batch": {"global_batch_sequences": dp * 8, "micro_batch": 1},
+                     "precision": "bf16", "target": {"step_time_s": 1.0}})
+    path = tmp / "ours.yaml"
+    path.write_text(yaml.safe_dump(rows, sort_keys=False))
+    mapped = {r["id"]: r["config"] for r in validate(engine, str(path))["rows"]}
+    for row in rows:
+        sets = mapped[row["id"]] + [f"hardware.{k}={v}" for k, v in TRUE.items()]
+        row["target"]["step_time_s"] = float(engine.evaluate(None, sets)["step_time"])
+    path.write_text(yaml.safe_dump(rows, sort_keys=False))
+    return path
+
+
+def test_a_synthetic_cluster_is_recovered_within_one_percent(engine, tmp_path):
+    path = _synthetic_runs(engine, tmp_path)
+    cal = calibrate(engine, str(path), "h100-sxm", list(TRUE))
+    for name, want in TRUE.items():
+        assert cal.figures[name][1] == pytest.approx(want, rel=0.01), name
+    assert all(abs(r.after / r.target - 1) < 0.01 for r in cal.runs)
+    # The node file keeps every figure with its source and is usable by path.
+    text = node_yaml(engine, cal)
+    node_file = tmp_path / "ours-h100.yaml"
+    node_file.write_text(text)
+    body = yaml.safe_load(text)
+    base = engine.catalog.node("h100-sxm")
+    assert set(body["specs"]) == set(base.specs)
+    assert body["specs"]["gemm_efficiency"]["value"] == pytest.approx(0.47, rel=0.01)
+    assert "calibrated by dlformula calibrate on 6 run(s)" in \
+        body["specs"]["gemm_efficiency"]["source"]
+    assert body["specs"]["hbm_capacity"]["source"] == base.specs["hbm_capacity"].source
+    config = tmp_path / "plan.yaml"
+    config.write_text(f"model: {{preset: llama3-70b}}\nhardware: {{node: ./{node_file.name}, "
+                      "gpus: 64}\nparallelism: {tp: 8, pp: 1, dp: 8}\n"
+                      "training: {seq_len: 8192, global_batch: 64, tokens: 1e9}\n")
+    r = engine.evaluate(str(config))
+    assert r["gemm_efficiency"] == pytest.approx(0.47, rel=0.01)
+
+
+def test_figures_the_runs_cannot_determine_are_refused(engine, tmp_path):
+    path = _synthetic_runs(engine, tmp_path)
+    # These runs name no Transformer Engine stack: they use FlashAttention-2-class kernels.
+    with pytest.raises(UsageError, match="no run of .* exercises attention_efficiency_fa3"):
+        calibrate(engine, str(path), "h100-sxm", ["gemm_efficiency",
+                                                  "attention_efficiency_fa3"])
+    rows = yaml.safe_load(path.read_text())[:1]
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump(rows))
+    with pytest.raises(UsageError, match="1 run\\(s\\) cannot determine 2 figures"):
+        calibrate(engine, str(one), "h100-sxm", list(TRUE))
+    with pytest.raises(UsageError, match="no run of .* is on node 'a100-sxm4-80gb'"):
+        calibrate(engine, str(path), "a100-sxm4-80gb", list(TRUE))
