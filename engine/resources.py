@@ -7,7 +7,6 @@ install or a source checkout. Plugins add further folders of the same three kind
 from __future__ import annotations
 
 import os
-
 from typing import Any, NamedTuple
 
 from .errors import DlfError, ModelError, UsageError, did_you_mean, display_path, raise_all
