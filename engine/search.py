@@ -356,6 +356,7 @@ def recommend(result: SearchResult, values: dict[str, Any]) -> list[str]:
         lines.append(f"- the runner-up ({layout(1)}) " + (
             f"ties on {obj}" if gap < 0.05 else
             f"is {gap:.1f} % {'lower' if result.descending else 'higher'} on {obj}"))
+    lines.append(_band_line(result, values))
     lines.extend(_fabric_reasons(r, values, result))
     if r.get("pp", 1) > 1 and "layers" in values:
         per = values["layers"] / r["pp"]
@@ -373,6 +374,19 @@ def recommend(result: SearchResult, values: dict[str, Any]) -> list[str]:
     lines.append(f"- limited by: {LIMITS[int(r['limited_by'])]}")
     lines.extend(_roomier(result))
     return lines
+
+
+def _band_line(result: SearchResult, values: dict[str, Any]) -> str:
+    """How far validated runs like this one were off (dlformula.validation.bands)."""
+    from .validation.bands import band_for
+
+    config = getattr(result, "config", None)
+    node = config.node.id if config is not None and config.node is not None else None
+    labels = config.labels if config is not None else {}
+    band = band_for({**values, "precision": labels.get("precision", values.get("precision"))},
+                    node)
+    return ("- step-time error band: " + band.text() if band is not None else
+            "- step-time error band: no comparable validated run")
 
 
 def _roomier(result: SearchResult) -> list[str]:

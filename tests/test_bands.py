@@ -63,3 +63,12 @@ def test_the_shipped_bands_cover_every_fitted_family():
     data = table()
     assert {r["family"] for r in data["runs"]} == set(data["families"].values())
     assert all(abs(r["held_out"]) < 5 for r in data["runs"])
+
+
+def test_search_recommendation_states_the_band():
+    from dlformula.search import search
+
+    engine = Engine()
+    result = search(GPT3, gpus=1024, engine=engine, top=3)
+    line = next(x for x in result.recommendation if "error band" in x)
+    assert "comparable runs" in line or "no comparable validated run" in line
