@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -275,6 +276,8 @@ def test_a_warm_explain_needs_no_sympy_and_latex_does(tmp_path):
     assert imported == "True"  # builds the model
     warm, imported = explain()
     assert (warm, imported) == (cold, "False")
-    assert "act_memory = " in warm and "defined at formulas/memory.yaml:" in warm
+    assert "act_memory = " in warm
+    # formulas/memory.yaml in a checkout, .../site-packages/dlformula/formulas/memory.yaml installed
+    assert re.search(r"defined at \S*formulas/memory\.yaml:\d+", warm)
     latex, imported = explain("--latex")
     assert imported == "True" and "latex: " in latex
