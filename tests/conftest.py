@@ -19,6 +19,30 @@ os.environ["DLFORMULA_LOAD_PLUGINS"] = ""
 os.environ.pop("DLFORMULA_PLUGINS", None)
 
 
+def _tested_package() -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("dlformula")
+    return Path(spec.origin).resolve().parent if spec and spec.origin else None
+
+
+def pytest_sessionstart(session) -> None:
+    """From a checkout the suite tests the checkout (the README's editable install): a regular
+    install would test a copy, and an edit, even a syntax error, would pass unseen.
+    DLFORMULA_TEST_INSTALLED=1 tests an installed copy on purpose (tests that read the
+    checkout's own files compare contents, never paths)."""
+    where = _tested_package()
+    if where != ROOT / "engine" and os.environ.get("DLFORMULA_TEST_INSTALLED") != "1":
+        pytest.exit(f"error: the tests would run against {where or 'no installed dlformula'}, "
+                    f"not this checkout ({ROOT}): install it editable with "
+                    "pip install -e '.[test]' (or set DLFORMULA_TEST_INSTALLED=1 to test an "
+                    "installed copy on purpose)", returncode=4)
+
+
+def pytest_report_header(config) -> str:
+    return f"dlformula: {_tested_package()}"
+
+
 @pytest.fixture(scope="session")
 def engine():
     from dlformula import Engine

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 
 import pytest
 import yaml
@@ -115,12 +116,14 @@ def test_usage_errors(run, args, code, message):
 
 
 def test_eval_is_the_console_script(tmp_path):
-    """The installed `dlformula` command works from any directory."""
-    import shutil
+    """The installed `dlformula` command works from any directory. It is looked up where this
+    interpreter's installation puts scripts, not on PATH (a venv's python run by its full path
+    has its scripts off PATH)."""
     import subprocess
+    import sysconfig
 
-    exe = shutil.which("dlformula")
-    assert exe, "dlformula is not on PATH: install the project first"
+    exe = os.path.join(sysconfig.get_path("scripts"), "dlformula")
+    assert os.access(exe, os.X_OK), f"{exe} missing: install the project first"
     res = subprocess.run([exe, "eval", GPT3, "--only", "step_time", "--format", "json"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr

@@ -23,7 +23,7 @@ def test_validation_page_figures_are_current():
 def test_readme_starts_with_two_commands():
     text = (ROOT / "README.md").read_text()
     block = text.split("```bash\n", 1)[1].split("```", 1)[0].strip().splitlines()
-    assert block == ["pip install '.[test]' && dlformula eval examples/gpt3-175b.yaml",
+    assert block == ["pip install -e '.[test]' && dlformula eval examples/gpt3-175b.yaml",
                      "python -m pytest"]
 
 

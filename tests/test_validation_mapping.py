@@ -394,6 +394,20 @@ def test_tp_comm_overlap_true_is_the_documented_overlap(engine):
     assert async_tp.values["parallelism.tp_comm_overlap"] == share
 
 
+def test_a_switch_described_in_words_is_read_not_dropped(engine):
+    """MLPerf rows write the switch as the launch script sets it. Dropped as "not a number",
+    the run was priced with all TP traffic exposed (+4 points on 10,752 H100): text that
+    says on is on, text that says off is off (conventions.yaml on_text / off_text)."""
+    for written, value in (("userbuffers (TP_COMM_OVERLAP=True, MC_TP_OVERLAP_AG/RS=True)", 1),
+                           ("true, bulk/ring-exchange/pipeline methods", 1),
+                           ("TP_COMM_OVERLAP=False", 0), ("disabled (userbuffers off)", 0)):
+        m = _map(engine, _row(parallel={"tp": 8, "dp": 1, "tp_comm_overlap": written}))
+        assert m.values["parallelism.tp_comm_overlap"] == value, written
+    unclear = _map(engine, _row(parallel={"tp": 8, "dp": 1, "tp_comm_overlap": "see notes"}))
+    assert "parallelism.tp_comm_overlap" not in unclear.sets
+    assert any("ignored" in a and "tp_comm_overlap" in a for a in unclear.assumptions)
+
+
 def test_a_value_an_input_cannot_take_is_dropped_with_a_note(engine):
     m = _map(engine, _row(parallel={"cp_comm": "ring", "bucket_size": "huge"}))
     assert m.values["parallelism.cp_comm"] == "p2p"  # ring attention: Megatron's p2p

@@ -49,6 +49,17 @@ class Switch(NamedTuple):
     off: Any
     note: str
     source: str
+    on_text: re.Pattern[str] | None = None  # free text that means on ("userbuffers (...=True)")
+    off_text: re.Pattern[str] | None = None
+
+    def read(self, text: str) -> bool | None:
+        """On or off from a run's free text, off first ("... = False" beats a mechanism's
+        name), or None when the text says neither."""
+        if self.off_text is not None and self.off_text.search(text):
+            return False
+        if self.on_text is not None and self.on_text.search(text):
+            return True
+        return None
 
 
 class Rule(NamedTuple):
@@ -120,12 +131,15 @@ def parse(text: str, path: str) -> Conventions:
                 keys[(section, spelling(name))] = key
     switches = {}
     for r in rows["switches"]:
-        reader.fields(r, {"key", "names", "enabled", "disabled", "note", "source"}, "switches")
+        reader.fields(r, {"key", "names", "enabled", "disabled", "on_text", "off_text", "note",
+                          "source"}, "switches")
         key = str(reader.need(r, "key").value)
+        texts = {k: reader.regex(r.value[k]) if k in r.value else None
+                 for k in ("on_text", "off_text")}
         switches[key] = Switch(key, reader.need(r, "enabled").plain(),
                                reader.need(r, "disabled").plain(),
                                str(reader.need(r, "note").value),
-                               str(reader.need(r, "source").value))
+                               str(reader.need(r, "source").value), **texts)
         canonical = "parallel." + key.split(".", 1)[1]
         for name in reader.words(r, "names"):
             for section in ("parallel", "training", "framework"):

@@ -370,6 +370,8 @@ class Mapper:
         d = self.ctx.inputs[key]
         kind = d.domain.kind
         flag = as_flag(value) if isinstance(value, (bool, str)) else None
+        if flag is None and isinstance(value, str) and key in self.conv.switches:
+            flag = self.conv.switches[key].read(value)  # "userbuffers (TP_COMM_OVERLAP=True)"
         if kind in ("number", "integer") and flag is not None and isinstance(value, (bool, str)) \
                 and key in self.conv.switches:
             switch = self.conv.switches[key]
