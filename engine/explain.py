@@ -20,6 +20,8 @@ from .errors import UsageError, did_you_mean, display_path
 from .report import human
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from .core import Engine, Result
 
 
@@ -50,6 +52,35 @@ def _substituted(expr_text: str, values: dict[str, Any]) -> str:
             s = str(v)
         out = out[:start] + s + out[end:]
     return out
+
+
+def latex_text(expr: Any, inputs: Mapping[str, Any]) -> str:
+    """LaTeX of a formula as it reads in the YAML: names upright and whole
+    (`\\mathrm{peak\\_flops}`, not sympy's subscript `peak_{flops}`), and a choice compared
+    with its label (`precision = \\text{fp8}`), not the code the generated code uses."""
+    import sympy
+
+    def name(s: Any) -> str:
+        return "\\mathrm{" + s.name.replace("_", "\\_") + "}"
+
+    shown: dict[Any, str] = {}
+
+    def label_of(e: Any) -> Any:
+        inp = inputs.get(str(e.lhs))
+        labels = {code: label for label, code in inp.choices} if inp is not None else {}
+        if not (isinstance(e.rhs, sympy.Integer) and int(e.rhs) in labels):
+            return e
+        # one symbol for the whole comparison: sympy would reorder a rebuilt Eq
+        op = "=" if isinstance(e, sympy.Eq) else "\\neq"
+        text = f"{name(e.lhs)} {op} \\text{{{labels[int(e.rhs)]}}}"
+        symbol = sympy.Symbol(f"_cmp{len(shown)}")
+        shown[symbol] = text
+        return symbol
+
+    expr = expr.replace(lambda e: isinstance(e, (sympy.Eq, sympy.Ne))
+                        and isinstance(e.lhs, sympy.Symbol), label_of)
+    names = {s: shown.get(s) or name(s) for s in expr.free_symbols if isinstance(s, sympy.Symbol)}
+    return sympy.latex(expr, symbol_names=names)
 
 
 def explain(engine: Engine, name: str, result: Result | None = None, depth: int | None = None,
@@ -99,9 +130,7 @@ def explain(engine: Engine, name: str, result: Result | None = None, depth: int 
         lines.append(f"{head}{n} = {expr_text}")
         pad = _cont(prefix) + "  "
         if latex:
-            import sympy
-
-            lines.append(f"{pad}latex: {sympy.latex(exprs[n])}")
+            lines.append(f"{pad}latex: {latex_text(exprs[n], fs.inputs)}")
         lines.append(f"{pad}{q.doc}")
         lines.append(f"{pad}source: {q.source}")
         lines.append(f"{pad}defined at {display_path(q.path)}:{q.line}  [{q.unit}]")

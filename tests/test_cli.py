@@ -65,6 +65,15 @@ def test_explain_with_config(run):
     assert out.count("\nact_per_layer = ") + out.count("── act_per_layer = ") == 1
 
 
+def test_explain_latex_names_are_whole_and_choices_are_labels(run):
+    """Issue 17: sympy's default made `achieved_{flops per gpu}` and `precision = 2`."""
+    code, out, _ = run("explain", "peak_flops", "--depth", "0", "--latex")
+    assert code == 0
+    latex = next(line for line in out.splitlines() if "latex: " in line)
+    assert r"\mathrm{peak\_flops\_fp8} & \text{for}\: \mathrm{precision} = \text{fp8}" in latex
+    assert "_{" not in latex and "= 2" not in latex
+
+
 def test_explain_symbolic_depth_latex(run):
     code, out, _ = run("explain", "mfu", "--depth", "1", "--latex")
     assert code == 0

@@ -29,6 +29,9 @@ CASES = {
     "unit_mismatch": [f"{BAD}/unit_mismatch.yaml:3: quantity 'bytes_plus_seconds': unit "
                       "mismatch: both sides of '+' are byte and s; convert one side so the "
                       "units agree"],
+    # the main unit check: a declared unit against the dimension of the formula
+    "declared_unit": [f"{BAD}/declared_unit.yaml:3: unit mismatch: quantity 'weights_time' is "
+                      "declared in s (s) but its formula gives 1; fix the formula or the unit"],
     "bad_domain": [f"{BAD}/bad_domain.yaml:5: bad domain for input 'fudge': cannot read domain "
                    "'positive please'; write e.g. 'integer >= 1', 'number > 0', "
                    "'0 <= number <= 1', 'number', 'boolean', or give 'choices'"],
