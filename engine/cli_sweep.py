@@ -278,7 +278,7 @@ def _search_report(result: Any, top: int) -> str:
     shown = list(dict.fromkeys(shown))
 
     def view(t: Any) -> Any:
-        return Table({k: t[k] for k in shown}, t.decoders, t.units)
+        return Table({k: t[k] for k in shown}, t.decoders, t.units, percent=t.percent)
 
     if len(result):
         ranked = view(result.head(top))
@@ -295,7 +295,8 @@ def _search_report(result: Any, top: int) -> str:
         names = list(dict.fromkeys(names))
         lines.append(f"Pareto front ({len(result.pareto)} layouts no other layout beats on "
                      "every objective):")
-        front = Table({k: result.pareto[k] for k in names}, result.decoders, result.units)
+        front = Table({k: result.pareto[k] for k in names}, result.decoders, result.units,
+                      percent=result.percent)
         lines.append(front.format(limit=None, headers=SEARCH_HEADERS).rstrip("\n"))
         lines.append("")
     lines.extend(result.recommendation)

@@ -121,6 +121,8 @@ class QuantityDef(NamedTuple):
     group: str
     override: bool = False
     expr_line: int = 0
+    display: str = ""  # "percent": a share shown as 53.1 % wherever it is printed
+    better: str = ""  # "higher" or "lower": the direction search optimises it in by default
 
 
 class ConstraintDef(NamedTuple):

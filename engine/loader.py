@@ -44,7 +44,10 @@ CONSTANT_FIELDS = {
 QUANTITY_FIELDS = {
     "expr": "the formula", "unit": "unit of the result", "doc": "one-line description",
     "source": "where the formula comes from", "override": "replace an earlier definition",
+    "display": "percent: a share printed as 53.1 %", "better": "higher or lower (search)",
 }
+# The words the optional display fields take.
+DISPLAY_WORDS = {"display": ("percent",), "better": ("higher", "lower")}
 CONSTRAINT_FIELDS = {
     "name": "short id", "check": "condition that must hold", "message": "what is wrong and the fix",
 }
@@ -165,6 +168,19 @@ def _override(item: Located, path: str, errors: list[DlfError]) -> bool:
     return v.value
 
 
+def _word(item: Located, key: str, path: str, what: str, errors: list[DlfError]) -> str:
+    """An optional display field (`display`, `better`): one of DISPLAY_WORDS[key], or ''."""
+    v = item.value.get(key)
+    if v is None:
+        return ""
+    if v.value not in DISPLAY_WORDS[key]:
+        errors.append(ModelError(f"{what}: '{key}' is {v.value!r}; write "
+                                 + " or ".join(DISPLAY_WORDS[key]) + " (or leave it out)",
+                                 path, v.line))
+        return ""
+    return str(v.value)
+
+
 def _read_input(name: str, item: Located, path: str, group: str,
                 errors: list[DlfError]) -> InputDef | None:
     what = f"input '{name}'"
@@ -238,7 +254,9 @@ def _read_quantity(name: str, item: Located, path: str, group: str,
     return QuantityDef(name, str(e.value), _unit(item, path, what, errors),
                        _text(item, "doc", path, what, errors),
                        _text(item, "source", path, what, errors), path, item.line, group,
-                       _override(item, path, errors), e.line)
+                       _override(item, path, errors), e.line,
+                       _word(item, "display", path, what, errors),
+                       _word(item, "better", path, what, errors))
 
 
 def _read_constraints(block: Located | None, path: str, group: str,

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 
 from .errors import UsageError
-from .table import PERCENT_WORDS
 
 _SUM = re.compile(r"^\s*[A-Za-z]\w*(\s*\+\s*[A-Za-z]\w*)+\s*$")
 _SCALES = {"byte": (2.0**30, "GiB"), "s": (1.0, "s"), "FLOP/s": (1e12, "TFLOP/s"),
@@ -32,9 +31,10 @@ def pyplot() -> Any:
     return plt
 
 
-def scale_of(name: str, unit: str) -> tuple[float, str]:
-    """Divide values by the first number to show them in the unit named second."""
-    if unit == "1" and any(w in name for w in PERCENT_WORDS):
+def scale_of(name: str, unit: str, percent: bool = False) -> tuple[float, str]:
+    """Divide values by the first number to show them in the unit named second (a share shown
+    as a percent: the quantity's `display: percent`)."""
+    if percent:
         return 0.01, "%"
     return _SCALES.get(unit, (1.0, "" if unit == "1" else unit))
 
@@ -117,7 +117,7 @@ def plot_sweep(table: Any, path: str, y: str | None = None) -> None:
     if not axes or len(axes) > 2:
         raise UsageError("a sweep plot takes one --vary axis (line) or two (heatmap); fix the "
                          "others with --set")
-    factor, unit_text = scale_of(y, table.units.get(y, "1"))
+    factor, unit_text = scale_of(y, table.units.get(y, "1"), y in table.percent)
     values = np.asarray(table[y], dtype=float) / factor
     ylabel = f"{y} ({unit_text})" if unit_text else y
     if len(axes) == 1:
@@ -201,8 +201,8 @@ def plot_search(result: Any, path: str, x: str = "memory_per_gpu") -> None:
     y = result.objective
     if x not in result:
         raise UsageError(f"-x {x}: not a column of the search; add it with columns=[...]")
-    fx, tx = scale_of(x, result.units.get(x, "1"))
-    fy, ty = scale_of(y, result.units.get(y, "1"))
+    fx, tx = scale_of(x, result.units.get(x, "1"), x in result.percent)
+    fy, ty = scale_of(y, result.units.get(y, "1"), y in result.percent)
     xs = np.asarray(result[x], dtype=float) / fx
     ys = np.asarray(result[y], dtype=float) / fy
     fig, ax = plt.subplots(figsize=(7.5, 5))

@@ -103,6 +103,15 @@ def _short(doc: str, width: int) -> str:
     return doc if len(doc) <= width else doc[: width - 1] + "…"
 
 
+def quantity_text(q: Any, value: Any) -> str:
+    """A quantity's value as people read it: a share as a percent (`display: percent`), the
+    rest in human units."""
+    if q.display == "percent":
+        return f"{100 * float(value):.1f} %"
+    n, u = human(value, q.unit)
+    return f"{n} {u}".strip()
+
+
 # The figures a planner looks at first, in this order; other `summary:` names follow.
 KEY_ORDER = ["step_time", "mfu", "hfu", "tokens_per_second", "training_days", "gpu_hours",
              "cost_usd", "energy_kwh"]
@@ -130,13 +139,7 @@ def key_results(result: Result) -> list[str]:
     for name in first + [n for n in m.summary if n not in first]:
         if name in shown or name not in v:
             continue
-        q = m.quantities[name]
-        if q.unit == "1" and name in ("mfu", "hfu", "exposed_comm_share",
-                                      "pipeline_bubble_fraction"):
-            text = f"{100 * float(v[name]):.1f} %"
-        else:
-            n, u = human(v[name], q.unit)
-            text = f"{n} {u}".strip()
+        text = quantity_text(m.quantities[name], v[name])
         if name == "step_time":
             text = f"{text:<16}({band.text() if band else 'no comparable validated run'})"
         lines.append(f"  {name:<26}{text}".rstrip())
@@ -191,8 +194,7 @@ def to_table(result: Result, only: str | None = None, width: int = 120) -> str:
             lines.append(f"  {name:<{col}}{text:<22}input{src}")
         for name in groups.get(g, []):
             q = m.quantities[name]
-            n, u = human(v[name], q.unit)
-            lines.append(f"  {name:<{col}}{(n + ' ' + u).strip():<22}"
+            lines.append(f"  {name:<{col}}{quantity_text(q, v[name]):<22}"
                          f"{_short(q.doc, doc_width)}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"

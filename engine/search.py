@@ -38,7 +38,7 @@ from .search_rank import (
 )
 from .search_space import Pruned, divisors, join, pruned_space, space_size
 from .sweep import Evaluator, Stats, _specs, check_key, input_by_key, value_codes
-from .table import Table, human_column
+from .table import Table, human_column, percent_names
 
 __all__ = ["search", "SearchResult", "SearchStats", "divisors", "pareto_front", "recommend",
            "objective_of"]
@@ -54,8 +54,6 @@ AXES = {
     "parallelism.zero": "domain",
     "training.recompute": "choices",
 }
-MAXIMIZE = {"mfu", "hfu", "tokens_per_second", "tokens_per_second_per_gpu",
-            "achieved_flops_per_gpu", "memory_headroom"}
 METRICS = ["step_time", "mfu", "memory_per_gpu", "memory_headroom", "pipeline_bubble_fraction",
            "exposed_comm_share"]
 
@@ -106,7 +104,8 @@ def objective_of(model: Any, text: str, option: str = "--objective") -> tuple[st
         raise UsageError(f"{option} {text}: no such quantity{did_you_mean(text, known)}; e.g. "
                          "step_time, cost_usd, mfu, tokens_per_second, training_days, "
                          "memory_per_gpu")
-    return text, (text in MAXIMIZE) if direction is None else direction
+    q = model.quantities.get(text)  # the quantity says which way is better (`better:`)
+    return text, (q is not None and q.better == "higher") if direction is None else direction
 
 
 def search(config: str | None, gpus: int | Iterable[int] | None = None,
@@ -324,7 +323,7 @@ def _ranked(merged: dict[str, np.ndarray], model: Any, layout: list[str], obj: s
     decoders["limited_by"] = LIMITS
     units = {**{k: d.unit for k, d in model.inputs.items()},
              **{k: q.unit for k, q in model.quantities.items()}}
-    result = SearchResult(columns, decoders, units)
+    result = SearchResult(columns, decoders, units, percent=percent_names(model))
     if not count:
         return result
     return result.take(rank_order(result.columns, layout, obj, descending))

@@ -47,7 +47,7 @@ from .sweep_run import (  # noqa: F401
     process_block,
 )
 from .sweep_where import Where
-from .table import Table, number_text, open_writer
+from .table import Table, number_text, open_writer, percent_names
 
 # Key results a planner looks at first; the default columns of a sweep.
 KEY_COLUMNS = ["memory_per_gpu", "step_time", "mfu", "tokens_per_second", "training_days",
@@ -215,7 +215,7 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
     merged = keeper.merged() if keep else {}
     if not merged:
         merged = {k: np.empty(0) for k in names}
-    table = Table(merged, decoders, units, stats)
+    table = Table(merged, decoders, units, stats, percent_names(model))
     if sort_name:
         table = table.sort(sort_name, descending)
     if top is not None:

@@ -8,17 +8,19 @@ of them to a file without keeping them. Sweeps and searches both return and writ
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
 
 from .errors import UsageError
 
-# Dimensionless quantities with these words in their name are shown as percentages.
-PERCENT_WORDS = ("mfu", "hfu", "share", "fraction", "used", "efficiency")
-
 T = TypeVar("T", bound="Table")
+
+
+def percent_names(model: Any) -> frozenset[str]:
+    """The quantities a model shows as percentages (`display: percent` in their YAML)."""
+    return frozenset(n for n, q in model.quantities.items() if q.display == "percent")
 
 
 # -- tables -------------------------------------------------------------------------------------
@@ -27,10 +29,12 @@ class Table:
     labels (`rows()`, `to_csv()`, ...); `table[name]` gives the raw NumPy column."""
 
     def __init__(self, columns: Mapping[str, Any], decoders: Mapping[str, dict] | None = None,
-                 units: Mapping[str, str] | None = None, stats: Any = None) -> None:
+                 units: Mapping[str, str] | None = None, stats: Any = None,
+                 percent: Iterable[str] = ()) -> None:
         self.columns = {k: np.asarray(v) for k, v in columns.items()}
         self.decoders = {k: v for k, v in (decoders or {}).items() if k in self.columns}
         self.units = {k: v for k, v in (units or {}).items() if k in self.columns}
+        self.percent = frozenset(percent)  # shares shown as 53.1 % (the quantity's `display`)
         self.stats = stats
         self.config: Any = None  # the resolved base config, when there is one
         self.axes: list[str] = []  # the columns that were varied
@@ -147,7 +151,7 @@ def human_column(table: Table, name: str) -> list[str]:
     if decoder is not None:
         return [str(label_text(decoder.get(int(v), v))) for v in col.tolist()]
     unit = table.units.get(name, "1")
-    if unit == "1" and any(w in name for w in PERCENT_WORDS):
+    if name in table.percent:
         return [f"{v * 100:.1f} %" if math.isfinite(v) else str(v) for v in col.tolist()]
     if unit not in ("1", "") and unit not in _COUNT_UNITS:
         from .report import human

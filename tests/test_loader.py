@@ -15,7 +15,8 @@ CASES = {
                       "4); remove one of them"],
     "unknown_field": [
         f"{BAD}/unknown_field.yaml:6: unknown field 'sauce' in quantity 'twice_layers' (did you "
-        "mean 'source'?); allowed fields: doc, expr, override, source, unit",
+        "mean 'source'?); allowed fields: better, display, doc, expr, override, source, "
+        "unit",
         f"{BAD}/unknown_field.yaml:2: quantity 'twice_layers' has no 'source'; every definition "
         "needs a source"],
     "undefined_name": [f"{BAD}/undefined_name.yaml:3: quantity 'wide_layers' uses 'hiden', which "

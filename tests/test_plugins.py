@@ -15,6 +15,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -724,3 +725,38 @@ def test_a_dense_model_shows_no_expert_work(engine):
                  "moe_elementwise_time", "moe_mlp_time", "moe_mlp_activation",
                  "ep_dispatch_bytes", "ep_a2a_count", "ep_comm_time"):
         assert r[name] == 0, name
+
+
+def test_a_plugin_quantity_is_shown_as_its_yaml_says_everywhere(run, tmp_path):
+    """Issue 17: display knowledge lives in the YAML (`display`, `better`), so a plugin's share
+    prints as a percent in eval, sweep and search, and search maximises what it says is better
+    higher, the same as the core's mfu."""
+    (tmp_path / "formulas").mkdir()
+    (tmp_path / "formulas" / "busy.yaml").write_text(
+        "quantities:\n"
+        "  busy_share:\n"
+        "    expr: 1 - pipeline_bubble_fraction\n"
+        "    unit: 1\n"
+        "    display: percent\n"
+        "    better: higher\n"
+        "    doc: Share of the step the pipeline is busy.\n"
+        "    source: definition\n")
+    p = str(tmp_path)
+    code, out, err = run("--plugin", p, "eval", GPT3, "--only", "busy_share")
+    assert code == 0, err
+    assert re.search(r"busy_share\s+\d+\.\d %", out), out
+    code, out, err = run("--plugin", p, "sweep", GPT3, "--vary", "parallelism.pp=8,16",
+                         "--columns", "busy_share")
+    assert code == 0, err
+    assert len(re.findall(r"\d+\.\d %", out)) >= 2, out
+    code, out, err = run("--plugin", p, "search", GPT3, "--objective", "busy_share",
+                         "--top", "3")
+    assert code == 0, err
+    assert "objective busy_share (higher is better)" in out, out
+    assert re.search(r"\d+\.\d %", out)
+    # a misspelt display word is refused at its line
+    (tmp_path / "formulas" / "busy.yaml").write_text(
+        (tmp_path / "formulas" / "busy.yaml").read_text().replace("percent", "percentage"))
+    code, _, err = run("--plugin", p, "eval", GPT3, "--only", "busy_share")
+    assert code == 1 and "busy.yaml:5: quantity 'busy_share': 'display' is 'percentage'; " \
+        "write percent (or leave it out)" in err, err
