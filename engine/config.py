@@ -89,22 +89,40 @@ def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
             sets: dict[str, Located] | None = None, check_layout: bool = True,
             hf_config: str | None = None, flat: dict[str, Located] | None = None) -> Config:
     """Turn a config file and overrides into the numbers every input takes. `flat`: the
-    config file as `read_config_file` returns it, when the caller has it already."""
+    config file as `read_config_file` returns it, when the caller has it already.
+
+    The layers, lowest first: defaults < node < preset (and a Hugging Face config) < config
+    file < --set. Each step reports every error it finds before the next runs."""
     dpath = display_path(path) if path else "<no config>"
     if flat is None:
         flat = read_config_file(path) if path else {}
     sets = sets or {}
     by_key = {d.config: d for d in model.inputs.values() if d.config}
+    raise_all(_unknown_keys(by_key, flat, sets, dpath))
+    merged: dict[str, tuple[Located, Origin]] = {}
+    for key, item in flat.items():
+        merged[key] = (item, Origin("config", dpath, item.line))
+    for key, item in sets.items():
+        merged[key] = (item, Origin("set"))
     errors: list[DlfError] = []
+    preset = _add_preset(catalog, merged, by_key, errors)
+    _add_hf_config(hf_config, path, merged, by_key)
+    node = _add_node(catalog, merged, by_key, errors)
+    raise_all(errors)
+    values, labels, origins = _input_values(model, merged, node, preset, dpath)
+    config = Config(dpath, values, labels, origins, node, preset,
+                    {k: v[0].value for k, v in merged.items()})
+    if check_layout:
+        check_constraints(model, config)
+    return config
 
-    def where(key: str, item: Located | None, origin_kind: str) -> tuple[str, int | None]:
-        if origin_kind == "set":
-            return "--set", None
-        return dpath, item.line if item else None
 
-    # Unknown keys first: they are the likeliest typo.
+def _unknown_keys(by_key: dict[str, InputDef], flat: dict[str, Located],
+                  sets: dict[str, Located], dpath: str) -> list[DlfError]:
+    """Keys no loaded formula reads (checked first: they are the likeliest typo)."""
     known = set(by_key) | set(SPECIAL_KEYS)
     sections = {k.split(".")[0] for k in known}
+    errors: list[DlfError] = []
     for origin_kind, mapping in (("config", flat), ("set", sets)):
         for key, item in mapping.items():
             if key in known:
@@ -116,69 +134,85 @@ def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
             else:
                 msg = (f"unknown key '{key}'{did_you_mean(key, known)}; `dlformula list` "
                        "shows every input and its config key")
-            errors.append(UsageError(msg, *where(key, item, origin_kind)))
-    raise_all(errors)
+            where = ("--set", None) if origin_kind == "set" else (dpath, item.line)
+            errors.append(UsageError(msg, *where))
+    return errors
 
-    merged: dict[str, tuple[Located, Origin]] = {}
-    for key, item in flat.items():
-        merged[key] = (item, Origin("config", dpath, item.line))
-    for key, item in sets.items():
-        merged[key] = (item, Origin("set"))
 
-    preset = node = None
-    preset_item = merged.get("model.preset")
-    if preset_item is not None and preset_item[0].value is not None:
-        o = preset_item[1]
-        preset = catalog.preset(str(preset_item[0].value), (o.path if o.kind != "set" else
-                                                            "--set", o.line))
-        for key, item in preset.values.items():
-            if key not in by_key:
-                errors.append(UsageError(
-                    f"preset '{preset.id}' sets '{key}', which no loaded formula reads "
-                    "(is the plugin that defines it loaded?)", preset.path, item.line))
-                continue
-            if key not in merged:
-                merged[key] = (item, Origin("preset", preset.path, item.line))
-    hf = hf_config
+def _add_preset(catalog: Catalog, merged: dict[str, tuple[Located, Origin]],
+                by_key: dict[str, InputDef], errors: list[DlfError]) -> Preset | None:
+    """The preset's values under what the config and --set give."""
+    item = merged.get("model.preset")
+    if item is None or item[0].value is None:
+        return None
+    o = item[1]
+    preset = catalog.preset(str(item[0].value), (o.path if o.kind != "set" else "--set",
+                                                 o.line))
+    for key, value in preset.values.items():
+        if key not in by_key:
+            errors.append(UsageError(
+                f"preset '{preset.id}' sets '{key}', which no loaded formula reads "
+                "(is the plugin that defines it loaded?)", preset.path, value.line))
+            continue
+        if key not in merged:
+            merged[key] = (value, Origin("preset", preset.path, value.line))
+    return preset
+
+
+def _add_hf_config(hf: str | None, path: str | None, merged: dict[str, tuple[Located, Origin]],
+                   by_key: dict[str, InputDef]) -> None:
+    """A Hugging Face config.json's model keys, over a preset's, under the config's own."""
     if hf is None and "model.hf_config" in merged and merged["model.hf_config"][0].value:
         hf = str(merged["model.hf_config"][0].value)
         if merged["model.hf_config"][1].kind == "config" and path and not os.path.isabs(hf):
             hf = os.path.join(os.path.dirname(path), hf)  # relative to the config file
-    if hf:
-        from .hfconfig import read_hf_config
+    if not hf:
+        return
+    from .hfconfig import read_hf_config
 
-        for key, value in read_hf_config(str(hf)).items():
-            if key in by_key and (key not in merged or merged[key][1].kind == "preset"):
-                merged[key] = (Located(value, 0), Origin("hf_config", str(hf)))
-    node_item = merged.get("hardware.node")
-    if node_item is not None and node_item[0].value is not None:
-        o = node_item[1]
-        node_ref = str(node_item[0].value)
-        if o.kind == "config" and o.path and is_node_path(node_ref) \
-                and not os.path.isabs(node_ref):
-            node_ref = os.path.join(os.path.dirname(o.path), node_ref)  # relative to the config
-        node = catalog.node(node_ref, (o.path if o.kind != "set" else "--set", o.line))
-        for spec_key, spec in node.specs.items():
-            key = f"hardware.{spec_key}"
-            d = by_key.get(key)
-            if d is None:
-                errors.append(UsageError(
-                    f"hardware node '{node.id}' gives '{spec_key}', which no loaded formula "
-                    f"reads{did_you_mean(key, by_key)}", node.path, spec.line))
+    for key, value in read_hf_config(str(hf)).items():
+        if key in by_key and (key not in merged or merged[key][1].kind == "preset"):
+            merged[key] = (Located(value, 0), Origin("hf_config", str(hf)))
+
+
+def _add_node(catalog: Catalog, merged: dict[str, tuple[Located, Origin]],
+              by_key: dict[str, InputDef], errors: list[DlfError]) -> Node | None:
+    """The hardware node's specs, converted to the inputs' units, under everything else."""
+    item = merged.get("hardware.node")
+    if item is None or item[0].value is None:
+        return None
+    o = item[1]
+    ref = str(item[0].value)
+    if o.kind == "config" and o.path and is_node_path(ref) and not os.path.isabs(ref):
+        ref = os.path.join(os.path.dirname(o.path), ref)  # relative to the config
+    node = catalog.node(ref, (o.path if o.kind != "set" else "--set", o.line))
+    for spec_key, spec in node.specs.items():
+        key = f"hardware.{spec_key}"
+        d = by_key.get(key)
+        if d is None:
+            errors.append(UsageError(
+                f"hardware node '{node.id}' gives '{spec_key}', which no loaded formula "
+                f"reads{did_you_mean(key, by_key)}", node.path, spec.line))
+            continue
+        if key not in merged:
+            try:
+                value = _convert(spec.value, spec.unit, d.unit)
+            except ValueError as exc:
+                errors.append(UsageError(f"spec '{spec_key}': {exc}", node.path, spec.line))
                 continue
-            if key not in merged:
-                try:
-                    value = _convert(spec.value, spec.unit, d.unit)
-                except ValueError as exc:
-                    errors.append(UsageError(f"spec '{spec_key}': {exc}", node.path, spec.line))
-                    continue
-                merged[key] = (Located(value, spec.line), Origin("node", node.path, spec.line))
-    raise_all(errors)
+            merged[key] = (Located(value, spec.line), Origin("node", node.path, spec.line))
+    return node
 
+
+def _input_values(model: CompiledModel, merged: dict[str, tuple[Located, Origin]],
+                  node: Node | None, preset: Preset | None, dpath: str
+                  ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Origin]]:
+    """Every input's value (codes for choices), label and origin; defaults fill the rest."""
     values: dict[str, Any] = {}
     labels: dict[str, Any] = {}
     origins: dict[str, Origin] = {}
     missing: list[str] = []
+    errors: list[DlfError] = []
     for name, d in model.inputs.items():
         entry = merged.get(d.config) if d.config else None
         if entry is None:
@@ -198,11 +232,7 @@ def resolve(model: CompiledModel, catalog: Catalog, path: str | None,
     if missing:
         errors += _missing_errors([model.inputs[n].config for n in missing], node, preset, dpath)
     raise_all(errors)
-    config = Config(dpath, values, labels, origins, node, preset,
-                    {k: v[0].value for k, v in merged.items()})
-    if check_layout:
-        check_constraints(model, config)
-    return config
+    return values, labels, origins
 
 
 def convert_input(d: InputDef, raw: Any) -> tuple[Any, str | None]:
