@@ -77,7 +77,7 @@ class InputDef(NamedTuple):
     path: str
     line: int
     group: str
-    override: bool = False
+    override: bool | str = False  # true, or the plugin whose replacement this replaces
 
     def code(self, value: Any) -> float | int:
         """The number the formulas see for a config value (choice labels -> codes)."""
@@ -107,7 +107,7 @@ class ConstantDef(NamedTuple):
     path: str
     line: int
     group: str
-    override: bool = False
+    override: bool | str = False  # true, or the plugin whose replacement this replaces
 
 
 class QuantityDef(NamedTuple):
@@ -119,7 +119,7 @@ class QuantityDef(NamedTuple):
     path: str
     line: int
     group: str
-    override: bool = False
+    override: bool | str = False  # true, or the plugin whose replacement this replaces
     expr_line: int = 0
     display: str = ""  # "percent": a share shown as 53.1 % wherever it is printed
     better: str = ""  # "higher" or "lower": the direction search optimises it in by default

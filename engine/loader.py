@@ -158,12 +158,17 @@ def _unit(item: Located, path: str, what: str, errors: list[DlfError]) -> str:
     return str(v.value)
 
 
-def _override(item: Located, path: str, errors: list[DlfError]) -> bool:
+def _override(item: Located, path: str, errors: list[DlfError]) -> bool | str:
+    """`override: true` replaces a definition; `override: PLUGIN` replaces that plugin's
+    replacement of it (the explicit order when two plugins replace one name)."""
     v = item.value.get("override")
     if v is None:
         return False
+    if isinstance(v.value, str) and v.value.strip():
+        return v.value.strip()
     if not isinstance(v.value, bool):
-        errors.append(ModelError("'override' must be true or false", path, v.line))
+        errors.append(ModelError("'override' must be true, false or the name of the plugin "
+                                 "whose definition this one replaces", path, v.line))
         return False
     return v.value
 
@@ -286,9 +291,12 @@ def _read_constraints(block: Located | None, path: str, group: str,
     return out
 
 
-def merge(all_defs: list[Definition], errors: list[DlfError]) -> tuple[
+def merge(all_defs: list[Definition], errors: list[DlfError],
+          origin_of: dict[str, str] | None = None) -> tuple[
         dict[str, Definition], dict[str, list[Definition]]]:
-    """Keep one definition per name; a redefinition needs `override: true`."""
+    """Keep one definition per name; a redefinition needs `override: true` (or, replacing
+    another plugin's replacement, `override: PLUGIN`). `origin_of`: file path -> plugin."""
+    origin_of = origin_of or {}
     merged: dict[str, Definition] = {}
     overridden: dict[str, list[Definition]] = {}
     for d in all_defs:
@@ -302,9 +310,41 @@ def merge(all_defs: list[Definition], errors: list[DlfError]) -> tuple[
                 "it, or add "
                 "'override: true' to replace the earlier definition", d.path, d.line))
             continue
+        problem = _override_problem(d, prev, overridden.get(d.name, []),
+                                    origin_of.get(prev.path, "dlformula"))
+        if problem:
+            errors.append(ModelError(problem, d.path, d.line))
+            continue
         overridden.setdefault(d.name, []).append(prev)
         merged[d.name] = d
     return merged, overridden
+
+
+def _override_problem(d: Definition, prev: Definition, earlier: list[Definition],
+                      prev_origin: str) -> str:
+    """Why `d` may not replace `prev`, or ''. An override keeps the dimension (everything
+    downstream was checked against it). A name already replaced is replaced again only by
+    naming whose replacement goes (`override: PLUGIN`): otherwise the load order would decide,
+    silently, which plugin's formula is dropped."""
+    where = f"{display_path(prev.path)}:{prev.line}"
+    named = d.override if isinstance(d.override, str) else None
+    if earlier and named != prev_origin:
+        return (f"'{d.name}' is already overridden at {where} by plugin '{prev_origin}' "
+                f"(replacing {display_path(earlier[0].path)}:{earlier[0].line}); write "
+                f"'override: {prev_origin}' to replace that replacement on purpose")
+    if named is not None and named != prev_origin:
+        return (f"'{d.name}' says 'override: {named}', but the definition it would replace "
+                f"({where}) comes from '{prev_origin}'; write 'override: {prev_origin}' or "
+                "'override: true'")
+    try:
+        old, new = parse_unit(prev.unit).dim, parse_unit(d.unit).dim
+    except UnitSyntaxError:
+        return ""  # the unit's own error is reported where it is read
+    if old != new:
+        return (f"'{d.name}' overrides {where} in {d.unit} ({format_dim(new)}), but the "
+                f"definition it replaces is in {prev.unit} ({format_dim(old)}); an override "
+                "keeps the dimension: convert the formula, or give it a new name")
+    return ""
 
 
 def load_formula_set(sources: list[Source]) -> FormulaSet:
@@ -322,7 +362,7 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
         all_defs += d
         constraints += c
         summary += [n for n in s if n not in summary]
-    merged, overridden = merge(all_defs, errors)
+    merged, overridden = merge(all_defs, errors, {s.path: s.origin for s in sources})
     inputs = {n: d for n, d in merged.items() if isinstance(d, InputDef)}
     constants = {n: d for n, d in merged.items() if isinstance(d, ConstantDef)}
     quantities = {n: d for n, d in merged.items() if isinstance(d, QuantityDef)}
