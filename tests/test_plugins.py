@@ -762,7 +762,7 @@ def test_a_plugin_quantity_is_shown_as_its_yaml_says_everywhere(run, tmp_path):
         "write percent (or leave it out)" in err, err
 
 
-def _plugin(tmp_path, name: str, body: str) -> str:
+def _formula_plugin(tmp_path, name: str, body: str) -> str:
     folder = tmp_path / name
     (folder / "formulas").mkdir(parents=True)
     (folder / "formulas" / f"{name}.yaml").write_text(body)
@@ -772,7 +772,7 @@ def _plugin(tmp_path, name: str, body: str) -> str:
 def test_an_override_keeps_the_dimension(run, tmp_path):
     """Issue 17.7: an override in another unit was accepted, and the mismatch surfaced at the
     core file that uses it. Now the override's own line says what is wrong."""
-    p = _plugin(tmp_path, "seconds", "quantities:\n  memory_per_gpu:\n    expr: step_time\n"
+    p = _formula_plugin(tmp_path, "seconds", "quantities:\n  memory_per_gpu:\n    expr: step_time\n"
                 "    unit: s\n    doc: wrong.\n    source: test\n    override: true\n")
     code, _, err = run("--plugin", p, "eval", GPT3, "--only", "step_time")
     assert code == 1
@@ -786,19 +786,19 @@ def test_a_second_override_of_one_name_must_say_whose_it_replaces(run, tmp_path)
     `override: true` would silently win or lose by load order. It must name the plugin."""
     body = ("quantities:\n  params_active:\n    expr: params_total\n    unit: 1\n"
             "    doc: every parameter.\n    source: test\n    override: {}\n")
-    p = _plugin(tmp_path, "again", body.format("true"))
+    p = _formula_plugin(tmp_path, "again", body.format("true"))
     code, _, err = run("--plugin", p, "eval", GPT3, "--only", "params_active")
     assert code == 1
     assert "again.yaml:2: 'params_active' is already overridden at " in err
     assert "by plugin 'moe'" in err and "write 'override: moe'" in err
-    p = _plugin(tmp_path, "ordered", body.format("moe"))
+    p = _formula_plugin(tmp_path, "ordered", body.format("moe"))
     code, out, err = run("--plugin", p, "eval", GPT3, "--only", "params_active", "--format",
                          "json")
     assert code == 0, err
     q = json.loads(out)["quantities"]["params_active"]["value"]
     code, out, _ = run("eval", GPT3, "--only", "params_total", "--format", "json")
     assert q == json.loads(out)["quantities"]["params_total"]["value"]
-    p = _plugin(tmp_path, "wrongname", body.replace("params_active", "hfu")
+    p = _formula_plugin(tmp_path, "wrongname", body.replace("params_active", "hfu")
                 .format("acme"))  # a core definition nobody replaced yet
     code, _, err = run("--plugin", p, "eval", GPT3, "--only", "hfu")
     assert code == 1 and "says 'override: acme', but the definition it would replace" in err
