@@ -78,6 +78,7 @@ class InputDef(NamedTuple):
     line: int
     group: str
     override: bool | str = False  # true, or the plugin whose replacement this replaces
+    search: str = ""  # how `search` finds its candidates: gpus, domain, choices, divisors:KEY
 
     def code(self, value: Any) -> float | int:
         """The number the formulas see for a config value (choice labels -> codes)."""

@@ -8,6 +8,7 @@ names defined twice without `override: true`, undefined names (with "did you mea
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,11 @@ INPUT_FIELDS = {
     "unit": "unit text", "default": "value when the config is silent", "domain": "valid values",
     "doc": "one-line description", "config": "dotted config key", "choices": "label: code",
     "source": "where the figure comes from", "override": "replace an earlier definition",
+    "search": "how search varies it: gpus, domain, choices or divisors:CONFIG.KEY",
 }
+# `search:` rules: divisors of the GPU count, every value of a bounded domain, every choice,
+# or the divisors of another input's value.
+SEARCH_RULE = re.compile(r"gpus|domain|choices|divisors:[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_.]*")
 CONSTANT_FIELDS = {
     "value": "the number", "unit": "unit text", "doc": "one-line description",
     "source": "where it comes from", "override": "replace an earlier definition",
@@ -229,7 +234,20 @@ def _read_input(name: str, item: Located, path: str, group: str,
             errors.append(ModelError(f"default {default_value!r} of {what} {problem}", path,
                                      default.line))  # type: ignore[union-attr]
     return InputDef(name, unit, doc, default_value, domain, config, choices, source, path,
-                    item.line, group, _override(item, path, errors))
+                    item.line, group, _override(item, path, errors),
+                    _search_rule(item, path, what, errors))
+
+
+def _search_rule(item: Located, path: str, what: str, errors: list[DlfError]) -> str:
+    v = item.value.get("search")
+    if v is None:
+        return ""
+    if not isinstance(v.value, str) or not SEARCH_RULE.fullmatch(v.value.strip()):
+        errors.append(ModelError(f"{what}: search rule {v.value!r} is not one of gpus, domain, "
+                                 "choices, divisors:CONFIG.KEY (e.g. divisors:model.layers)",
+                                 path, v.line))
+        return ""
+    return v.value.strip()
 
 
 def _read_constant(name: str, item: Located, path: str, group: str,

@@ -44,16 +44,15 @@ __all__ = ["search", "SearchResult", "SearchStats", "divisors", "pareto_front", 
            "objective_of"]
 
 DEGREES = ("parallelism.tp", "parallelism.pp", "parallelism.cp", "parallelism.dp")
-# Axis -> how its candidates are found ("divisors:KEY" of a config value, "gpus", "domain",
-# "choices"). Keys whose input the model lacks are skipped.
-AXES = {
-    "parallelism.ep": "gpus",
-    "parallelism.vpp": "divisors:model.layers",
-    "training.micro_batch": "divisors:training.global_batch",
-    "parallelism.schedule": "choices",
-    "parallelism.zero": "domain",
-    "training.recompute": "choices",
-}
+
+
+def search_axes(model: Any) -> dict[str, str]:
+    """Config key -> how search finds its candidates, from the inputs' `search:` rules (a
+    plugin's input is searched like a core one): divisors of the GPU count first (they split
+    the GPUs like the degrees), then the rest in the formula files' order."""
+    rules = {d.config: d.search for d in model.inputs.values() if d.search and d.config}
+    return dict(sorted(rules.items(), key=lambda kv: kv[1] != "gpus"))
+
 METRICS = ["step_time", "mfu", "memory_per_gpu", "memory_headroom", "pipeline_bubble_fraction",
            "exposed_comm_share"]
 
@@ -144,11 +143,10 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
     fixed_codes = {by_key[k].name: value_codes(by_key[k], v, f"--fix {k}")
                    for k, v in fixed.items()}
     axes: dict[str, np.ndarray] = {}
-    for key in AXES:
-        if key in by_key:
-            d = by_key[key]
-            axes[d.name] = fixed_codes.get(d.name, _candidates(d, AXES[key], values, by_key,
-                                                               max(gpu_counts)))
+    for key, rule in search_axes(model).items():
+        d = by_key[key]
+        axes[d.name] = fixed_codes.get(d.name, _candidates(d, rule, values, by_key,
+                                                           max(gpu_counts)))
     for name, codes in fixed_codes.items():
         if name not in axes and model.inputs[name].config not in DEGREES:
             axes[name] = codes
@@ -264,7 +262,7 @@ def _base(engine: Any, config: str | None, overrides: dict[str, Any], fix: Any,
                                  "`dlformula sweep --vary`)")
             overrides[key] = given[0]
             del fixed[key]
-    searched = {k for k in (*DEGREES, *AXES) if k in by_key}
+    searched = {k for k in (*DEGREES, *search_axes(model)) if k in by_key}
     for key, given in list(fixed.items()):
         if key not in searched and len(given) == 1:
             overrides[key] = given[0]

@@ -803,3 +803,22 @@ def test_a_second_override_of_one_name_must_say_whose_it_replaces(run, tmp_path)
     code, _, err = run("--plugin", p, "eval", GPT3, "--only", "hfu")
     assert code == 1 and "says 'override: acme', but the definition it would replace" in err
     assert "comes from 'dlformula'; write 'override: dlformula' or 'override: true'" in err
+
+
+def test_search_varies_an_input_a_plugin_adds(run, tmp_path):
+    """Issue 17.3: search's axes came from a table in search.py, so a plugin's degree was
+    never varied. The input's `search:` rule in its YAML makes it an axis."""
+    body = ("inputs:\n  overlap_chunks:\n"
+            "    {unit: 1, default: 1, domain: 1 <= integer <= 3, config: example.chunks,\n"
+            "     search: domain, doc: Chunks per collective., source: test}\n")
+    p = _formula_plugin(tmp_path, "chunks", body)
+    code, out, err = run("--plugin", p, "search", GPT3, "--top", "3", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    rows = doc["layouts"] if isinstance(doc, dict) and "layouts" in doc else doc
+    assert {r["overlap_chunks"] for r in rows} <= {1, 2, 3} and "overlap_chunks" in rows[0]
+    p = _formula_plugin(tmp_path, "badrule", body.replace("search: domain",
+                                                          "search: everything"))
+    code, _, err = run("--plugin", p, "search", GPT3, "--top", "3")
+    assert code == 1 and "badrule.yaml:4: input 'overlap_chunks': search rule 'everything' " \
+        "is not one of gpus, domain, choices, divisors:CONFIG.KEY" in err, err

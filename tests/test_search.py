@@ -86,7 +86,7 @@ def test_axes_that_cannot_apply_are_pruned_before_counting(seed):
 def test_early_filtering_keeps_exactly_the_valid_layouts(engine):
     """Pruning, then the axis-by-axis join with early constraint checks, equals the
     brute-force product of every candidate of every axis."""
-    from dlformula.search import AXES, _candidates
+    from dlformula.search import _candidates, search_axes
     from dlformula.sweep import input_by_key
 
     result = search(LLAMA, gpus=32, sets=SEED, engine=engine)
@@ -95,7 +95,7 @@ def test_early_filtering_keeps_exactly_the_valid_layouts(engine):
     base = engine.config(LLAMA, SEED + ["hardware.gpus=32"], check_layout=False).values
     by_key = input_by_key(model)
     full = {by_key[k].name: _candidates(by_key[k], rule, base, by_key, 32).tolist()
-            for k, rule in AXES.items() if k in by_key}
+            for k, rule in search_axes(model).items()}
     divs = divisors(32)
     degrees = [(tp, pp, cp, 32 // (tp * pp * cp)) for tp, pp, cp in
                itertools.product(divs, divs, divs) if 32 % (tp * pp * cp) == 0]
