@@ -7,8 +7,13 @@ reports each run's error before and after, and a leave-one-out figure (each run 
 the figures refitted on the others). `node_yaml` writes the calibrated node: every figure of
 `base` kept with its source, the fitted ones with the runs they came from and the residual.
 
-A figure no run is sensitive to, or more figures than runs, cannot be determined: that is a
-UsageError naming the figure, not a silent guess.
+By default the figures fitted are those the project fits to published runs for the node's
+hardware family (engine/validation/fit.yaml: large-GEMM and attention efficiency, with its
+ties), not every figure that could move: on ten runs of one paper, five free figures fitted
+the runs' quirks and sent the paper's other runs off by +100% and more. A figure the runs
+cannot determine -- one a 10% change moves by less than DETERMINED (root-sum-square of the
+runs' log step times), or more figures than runs -- is refused when named, and left at the
+node's value (listed) when it is a default.
 """
 
 from __future__ import annotations
@@ -18,12 +23,10 @@ from typing import Any, NamedTuple
 
 from .errors import UsageError
 
-# What the validation docs show matters most for step time: large-GEMM and attention efficiency,
-# the collective efficiencies of the two link tiers, and what overlapped communication costs.
-DEFAULT_FIGURES = ("gemm_efficiency", "attention_efficiency", "collective_efficiency",
-                   "scaleout_efficiency", "overlap_slowdown")
-BOUNDS = (0.02, 1.0)  # every default figure is a share of a peak or of compute
-SENSITIVITY = 1e-3  # smallest d log(step) / d log(figure) over the runs that counts as exercised
+# For a node of no fitted family: the one figure that decides most step times.
+DEFAULT_FIGURES = ("gemm_efficiency",)
+SPAN = 10.0  # a figure is searched within a factor of SPAN of the node's value (and its domain)
+DETERMINED = 0.03  # a 10% change must move the runs' log step times by this much (root-sum-square)
 GOLDEN = (math.sqrt(5) - 1) / 2
 
 
@@ -53,75 +56,120 @@ def calibrate(engine: Any, runs_path: str, base: str,
         raise UsageError(f"no run of {runs_path} with a step-time target is on node '{base}'; "
                          "give the node the runs name (their hardware.gpu or hardware.node)")
     named = figures is not None
-    names = list(figures) if named else list(DEFAULT_FIGURES)
+    defaults, ties = _family_figures(base)
+    names = list(figures) if figures is not None else defaults
     inputs = {d.config: d for d in engine.model.inputs.values() if d.config}
     for name in names:
         if f"hardware.{name}" not in inputs:
             raise UsageError(f"--fit {name}: no hardware figure of that name (a hardware "
                              "input such as gemm_efficiency; `dlformula list hardware` lists "
                              "them)")
+    ties = {k: t for k, t in ties.items() if t[1] in names and k not in names}
     start = {n: _value(engine, runs[0].config, n) for n in names}
-    exercised = _exercised(engine, runs, start)
+    exercised = _exercised(engine, runs, start, ties)
     dropped = [n for n in names if n not in exercised]
     if named and dropped:
-        raise UsageError(f"no run of {runs_path} exercises {', '.join(dropped)} (its value "
-                         "does not change any predicted step time); leave it out of --fit")
+        raise UsageError(f"no run of {runs_path} exercises {', '.join(dropped)} enough to "
+                         f"determine it (a 10% change moves the runs' step times by less than "
+                         f"{DETERMINED:.0%}); leave it out of --fit")
     names = [n for n in names if n in exercised]
     if not names:
         raise UsageError(f"the runs of {runs_path} exercise none of the figures to fit")
     if len(runs) < len(names):
         raise UsageError(f"{len(runs)} run(s) cannot determine {len(names)} figures "
                          f"({', '.join(names)}); add runs or fit fewer with --fit")
-    point = _fit(engine, runs, {n: start[n] for n in names})
+    bounds = {n: _bounds(engine, n, start[n]) for n in names}
+    point = _fit(engine, runs, {n: start[n] for n in names}, bounds, ties)
     rows = []
     for r in runs:
         others = [o for o in runs if o is not r]
         left_out = None
         if len(others) >= len(names):
-            left_out = _predict(engine, r, _fit(engine, others, dict(point)))
-        rows.append(RunFit(r.id, r.target, _predict(engine, r, {}), _predict(engine, r, point),
-                           left_out))
-    return Calibration(base, {n: (start[n], point[n]) for n in names}, rows, dropped,
-                       runs_path)
+            left_out = _predict(engine, r, _fit(engine, others, dict(point), bounds, ties), ties)
+        rows.append(RunFit(r.id, r.target, _predict(engine, r, {}),
+                           _predict(engine, r, point, ties), left_out))
+    fitted = {n: (start[n], point[n]) for n in names}
+    for name, value in _tied(point, ties).items():
+        if name not in fitted:
+            fitted[name] = (_value(engine, runs[0].config, name), value)
+    return Calibration(base, fitted, rows, dropped, runs_path)
+
+
+def _family_figures(node: str) -> tuple[list[str], dict[str, tuple[float, str]]]:
+    """The figures fit.yaml fits for the node's hardware family (names without `hardware.`)
+    and its ties ({figure: (factor, other figure)}); DEFAULT_FIGURES for a node of none."""
+    from .validation.fit import spec
+
+    for family in spec().families.values():
+        if node in family.nodes:
+            strip = lambda k: k.split(".", 1)[1]  # noqa: E731
+            return ([strip(k) for k in family.grids],
+                    {strip(k): (f, strip(o)) for k, (f, o) in family.ties.items()})
+    return list(DEFAULT_FIGURES), {}
+
+
+def _tied(point: dict[str, float], ties: dict[str, tuple[float, str]]) -> dict[str, float]:
+    """The figures tied to fitted ones (attention_efficiency_fa3 = 1.75 x attention_efficiency),
+    capped at 1 like the shares they are."""
+    return {k: min(1.0, f * point[o]) for k, (f, o) in ties.items() if o in point}
+
+
+def _bounds(engine: Any, name: str, value: float) -> tuple[float, float]:
+    """Within a factor SPAN of the node's value and within the input's domain."""
+    d = next(d for d in engine.model.inputs.values() if d.config == f"hardware.{name}")
+    lo = max(value / SPAN, d.domain.lo if d.domain.lo is not None else 0.0, 1e-9)
+    hi = min(value * SPAN if value > 0 else 1.0, d.domain.hi if d.domain.hi is not None
+             else math.inf)
+    return lo, max(hi, lo * 1.0001)
 
 
 def _value(engine: Any, config: tuple[str, ...], name: str) -> float:
     return float(engine.evaluate(None, list(config))[name])
 
 
-def _predict(engine: Any, run: Any, point: dict[str, float]) -> float:
-    """Step time of a mapped run with the figures of `point` (input names) replaced."""
-    return float(engine.model.evaluate({**run.values, **point})["step_time"])
+def _predict(engine: Any, run: Any, point: dict[str, float],
+             ties: dict[str, tuple[float, str]] | None = None) -> float:
+    """Step time of a mapped run with the figures of `point` (input names) replaced, and the
+    figures tied to them moved with them."""
+    values = {**run.values, **point, **_tied(point, ties or {})}
+    return float(engine.model.evaluate(values)["step_time"])
 
 
-def _exercised(engine: Any, runs: list[Any], start: dict[str, float]) -> set[str]:
+def _exercised(engine: Any, runs: list[Any], start: dict[str, float],
+               ties: dict[str, tuple[float, str]]) -> set[str]:
+    """The figures a 10% change of which moves the runs' log step times by DETERMINED or more
+    (root-sum-square over the runs)."""
     out = set()
     for name, value in start.items():
         moved = value * 0.9 if value > 0 else 0.1
-        for r in runs:
-            a, b = _predict(engine, r, {}), _predict(engine, r, {name: moved})
-            if abs(math.log(b / a)) / abs(math.log(0.9)) > SENSITIVITY:
-                out.add(name)
-                break
+        shift = math.sqrt(sum(math.log(_predict(engine, r, {name: moved}, ties)
+                                       / _predict(engine, r, {name: value}, ties)) ** 2
+                              for r in runs))
+        if shift >= DETERMINED:
+            out.add(name)
     return out
 
 
-def _loss(engine: Any, runs: list[Any], point: dict[str, float]) -> float:
-    return sum(math.log(_predict(engine, r, point) / r.target) ** 2 for r in runs)
+def _loss(engine: Any, runs: list[Any], point: dict[str, float],
+          ties: dict[str, tuple[float, str]]) -> float:
+    return sum(math.log(_predict(engine, r, point, ties) / r.target) ** 2 for r in runs)
 
 
-def _fit(engine: Any, runs: list[Any], point: dict[str, float]) -> dict[str, float]:
-    """Least squares on log step time, one figure at a time by golden section within BOUNDS,
-    until a round moves no figure by more than 1e-5."""
+def _fit(engine: Any, runs: list[Any], point: dict[str, float],
+         bounds: dict[str, tuple[float, float]],
+         ties: dict[str, tuple[float, str]]) -> dict[str, float]:
+    """Least squares on log step time, one figure at a time by golden section over the log of
+    the figure within its bounds, until a round moves no figure by more than 1e-5 relative."""
     point = dict(point)
     for _ in range(30):
         moved = 0.0
         for name in point:
             def f(x: float, name: str = name) -> float:
-                return _loss(engine, runs, {**point, name: x})
+                return _loss(engine, runs, {**point, name: math.exp(x)}, ties)
 
-            best = _golden(f, *BOUNDS)
-            moved = max(moved, abs(best - point[name]))
+            lo, hi = bounds[name]
+            best = math.exp(_golden(f, math.log(lo), math.log(hi), 1e-5))
+            moved = max(moved, abs(best / point[name] - 1) if point[name] else best)
             point[name] = best
         if moved < 1e-5:
             break

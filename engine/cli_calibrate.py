@@ -17,8 +17,9 @@ import click
               help="Where to write the calibrated node YAML.")
 @click.option("--fit", "fit", metavar="NAME,...",
               help="Figures to fit (hardware inputs: gemm_efficiency, attention_efficiency, "
-                   "...). Default: gemm, attention, NVLink and network collective efficiency "
-                   "and the overlap slowdown, those the runs exercise.")
+                   "...). Default: the figures validation fits for the node's hardware family "
+                   "(GEMM and attention efficiency on A100/H100, GEMM on others), those the "
+                   "runs determine.")
 @click.pass_context
 def calibrate_cmd(ctx: click.Context, runs: str, base: str, output: str, fit: str | None) -> None:
     """Fit a node's efficiency figures to your own measured runs.

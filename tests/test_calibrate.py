@@ -85,3 +85,15 @@ def test_figures_the_runs_cannot_determine_are_refused(engine, tmp_path):
         calibrate(engine, str(one), "h100-sxm", list(TRUE))
     with pytest.raises(UsageError, match="no run of .* is on node 'a100-sxm4-80gb'"):
         calibrate(engine, str(path), "a100-sxm4-80gb", list(TRUE))
+
+
+def test_the_default_fits_the_family_figures_only(engine, tmp_path):
+    """Five free figures on a few runs fitted their quirks (Narayanan's ZeRO-3 runs went from
+    +2% to +98%); the default is the family's figures from fit.yaml, the FA3 tie kept."""
+    path = _synthetic_runs(engine, tmp_path)
+    cal = calibrate(engine, str(path), "h100-sxm")
+    assert set(cal.figures) == {"gemm_efficiency", "attention_efficiency",
+                                "attention_efficiency_fa3"}
+    fitted_att = cal.figures["attention_efficiency"][1]
+    assert cal.figures["attention_efficiency_fa3"][1] == pytest.approx(min(1.0, 1.75 * fitted_att))
+    assert cal.figures["gemm_efficiency"][1] == pytest.approx(TRUE["gemm_efficiency"], rel=0.01)
