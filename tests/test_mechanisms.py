@@ -87,6 +87,29 @@ def test_fp8_casts_read_16_bits_and_write_fp8_and_its_transpose(engine):
         r["gemm_small_dim"] * r["peak_flops_fp8"] / r["peak_flops_bf16"])
 
 
+def test_fp8_casts_of_a_moe_layer_count_every_routed_copy(engine):
+    """A MoE layer quantises the input and inner activation of every token copy its experts
+    take (TE GroupedLinear), not a dense MLP's worth: top-k copies at the expert width."""
+    moe = str(EXAMPLES / "deepseek-v3-h800.yaml")
+    r = engine.evaluate(moe, {"training.precision": "fp8"})
+    routed, etp, h = r["routed_tokens_per_gpu"] * r["moe_imbalance_factor"], r["expert_tp"], \
+        r["hidden"]
+    ffn, up, shared, t, tp = (r["expert_ffn_size"], r["expert_up_width"], r["shared_experts"],
+                              r["microbatch_tokens"], r["tp"])
+    layer_fwd = routed * (etp * h + ffn) + shared * t * (h + ffn / tp)
+    layer_bwd = routed * (up + etp * h) + shared * t * (up / tp + h)
+    dense_fwd, dense_bwd = t * (h + r["ffn_hidden"] / tp), t * (r["mlp_up_width"] / tp + h)
+    share = r["moe_layer_share"]
+    assert r["fp8_cast_mlp_elements_forward"] == pytest.approx(
+        dense_fwd + share * (layer_fwd - dense_fwd))
+    assert r["fp8_cast_mlp_elements_backward"] == pytest.approx(
+        dense_bwd + share * (layer_bwd - dense_bwd))
+    assert layer_fwd > 2 * dense_fwd  # 8 routed copies outweigh one dense MLP input
+    # A dense model keeps the core's count.
+    dense = engine.evaluate(GPT3, AT_SCALE)
+    assert dense["fp8_cast_mlp_elements_forward"] == pytest.approx(2048 * (12288 + 4 * 12288 / 4))
+
+
 def test_document_masking_attends_over_the_size_biased_document_length(engine):
     full = engine.evaluate(GPT3)
     assert full["attention_span"] == 2048
