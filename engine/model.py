@@ -58,7 +58,7 @@ class CompiledModel:
         self.replaced = replaced or {}
         self.origins = origins or {}
         self._code: Any = None
-        self._fns: dict[Any, tuple[Any, Any]] = {}
+        self._fns: dict[Any, Any] = {}  # (kind, vectorized, only) -> functions
         # Plugin functions the generated code calls: runtime name -> (scalar, numpy or None).
         # Bound by the Engine from its plugin set; never cached (they are code, not data).
         self.plugin_functions: dict[str, tuple[Any, Any]] = {}

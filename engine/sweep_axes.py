@@ -200,7 +200,7 @@ def build_axes(engine: Any, path: str | None, sets: Iterable[str],
             axes.append(Axis(key, d.name, list(values), {d.name: codes}, decoder))
     from .core import typed_overrides
 
-    given = typed_overrides(sets)
+    given = typed_overrides(list(sets))
     first = {k: v[0] for k, v in specs}
     base = engine.config(path, {**given, **first}, hf_config=hf_config, check_layout=False)
     for key, values in specs:
