@@ -812,7 +812,9 @@ def test_search_varies_an_input_a_plugin_adds(run, tmp_path):
             "    {unit: 1, default: 1, domain: 1 <= integer <= 3, config: example.chunks,\n"
             "     search: domain, doc: Chunks per collective., source: test}\n")
     p = _formula_plugin(tmp_path, "chunks", body)
-    code, out, err = run("--plugin", p, "search", GPT3, "--top", "3", "--format", "json")
+    fixed = [a for k in ("parallelism.zero=1", "training.recompute=selective",
+                         "parallelism.schedule=1f1b", "parallelism.vpp=1") for a in ("--fix", k)]
+    code, out, err = run("--plugin", p, "search", GPT3, "--top", "3", "--format", "json", *fixed)
     assert code == 0, err
     doc = json.loads(out)
     rows = doc["layouts"] if isinstance(doc, dict) and "layouts" in doc else doc
