@@ -635,3 +635,18 @@ def test_a_knob_no_value_of_which_fits_takes_the_fastest(engine):
     m = _map(engine, row)
     assert any("no value fits the model's memory estimate, so the fastest" in a
                for a in m.assumptions)
+
+
+def test_torchtitan_without_compile_runs_eager(engine):
+    """torchtitan's benchmark rows with and without torch.compile differ by 14%: a torchtitan
+    run that does not say compile maps to unfused element-wise kernels."""
+    eager = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
+                              parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}))
+    assert eager.values["training.fused_elementwise"] is False
+    assert any("torchtitan without torch.compile" in a for a in eager.assumptions)
+    compiled = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
+                                 parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3},
+                                 notes="FSDP + torch.compile"))
+    assert compiled.values.get("training.fused_elementwise", True) is True
+    megatron = _map(engine, _row())
+    assert megatron.values.get("training.fused_elementwise", True) is True

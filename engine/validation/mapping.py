@@ -131,7 +131,8 @@ class Mapper:
         self.notes: list[str] = []
         self.unknown: dict[str, str] = {}  # knobs the run leaves out -> why they matter
         self.arch = (row.text("model.arch") or "").lower()
-        texts = {"source": row.text("source") or "", "notes": row.text("notes") or "",
+        texts = {"id": row.text("id") or "", "source": row.text("source") or "",
+                 "notes": row.text("notes") or "",
                  "arch": row.text("model.arch") or "",
                  "schedule": row.text("parallel.pp_schedule") or ""}
         texts["texts"] = " ".join(texts.values())
