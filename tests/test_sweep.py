@@ -192,10 +192,13 @@ def test_where_filters_with_units_and_choice_labels(engine):
     ("__import__('os')", "--where '__import__('os')': dunder names like '__import__' are not "
                          "allowed in formulas"),
     ("tp.real > 1", "--where 'tp.real > 1': attribute access ('.real') is not allowed; "),
-    ("recompute == 'ful'", "--where 'recompute == 'ful'': recompute is one of none, selective, "
-                           "full"),
-    ("tp == 'x'", "--where 'tp == 'x'': compare text only with a choice input, e.g. "
-                  "recompute == 'full'"),
+    ("recompute == 'ful'", "--where 'recompute == 'ful'': 'ful' is not a choice of 'recompute'; "
+                           "choices: none, selective, full"),
+    ("tp == 'x'", "--where 'tp == 'x'': 'tp' is not a choice input, so it cannot be compared "
+                  "with text"),
+    # units are checked as in a formula file: a bare number is not a size
+    ("memory_per_gpu < 70", "--where 'memory_per_gpu < 70': unit mismatch: both sides of a "
+                            "comparison are 1 and byte"),
 ])
 def test_where_refuses(engine, text, message):
     with pytest.raises(UsageError) as exc:
@@ -511,3 +514,22 @@ def test_the_python_api_page_runs(monkeypatch):
     for block in blocks:
         exec(compile(block, "docs/api.md", "exec"), namespace)  # noqa: S102 (our own docs)
     assert namespace["fast"].rows()  # the two-worker sweep ran and matched one process
+
+
+def test_where_accepts_every_function_a_formula_accepts(engine):
+    """Issue 17.2: --where was a third interpreter that refused log2 and Mod. It now compiles
+    through the formula parser, builder and code generator: one function table."""
+    from dlformula.expr import functions
+
+    calls = {"Max": "Max(tp, pp)", "Min": "Min(tp, pp)", "ceiling": "ceiling(tp / 3)",
+             "ceil": "ceil(tp / 3)", "floor": "floor(tp / 3)", "Abs": "Abs(tp - 8)",
+             "Mod": "Mod(tp, 4)", "log": "log(tp)", "log2": "log2(tp)", "exp": "exp(tp / 8)",
+             "sqrt": "sqrt(tp)"}
+    assert set(calls) >= set(functions()) - set(engine.model.quantities)  # plugins' too below
+    for name, call in calls.items():
+        t = sweep(LLAMA, vary=["parallelism.tp=1,2,4,8"], where=[f"{call} >= 0"],
+                  engine=engine, columns=["step_time"])
+        assert len(t) == 4, name
+    t = sweep(LLAMA, vary=["parallelism.tp=1,2,4,8"], where=["log2(tp) >= 2 and Mod(tp, 8) != 0"],
+              engine=engine, columns=["step_time"])
+    assert list(t["tp"]) == [4]
