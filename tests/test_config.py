@@ -48,8 +48,8 @@ def test_bad_types(run):
         f"error: {p}:4: training.recompute = 'sometimes': must be one of none, selective, full, "
         "op, auto (Activation recomputation: none, selective (attention core only), full "
         "(every layer), op (torchtitan's per-op policy: every other matmul recomputed) or auto "
-        "(selective, plus just enough layers recomputed in full for the peak to fit in "
-        "memory))",
+        "(just enough layers recomputed in full for the peak to fit in memory; the others "
+        "recompute the attention core only if an unfused kernel stores its scores))",
     ]
 
 

@@ -127,6 +127,21 @@ def test_eager_pytorch_pays_for_each_unfused_operator(engine):
     assert eager["step_time"] > fused["step_time"]
 
 
+def test_auto_recompute_does_not_redo_a_fused_attention_it_gains_nothing_from(engine):
+    """Under a fused attention kernel the scores are never stored, so recomputing the attention
+    core saves no memory: `auto` (what a run that leaves recompute out is taken to do) only
+    recomputes whole layers, and the attention core only for an unfused kernel."""
+    r = engine.evaluate(GPT3, {"training.recompute": "auto"})
+    assert r["act_attention_scores"] == 0
+    assert r["layer_recompute_time"] == pytest.approx(
+        r["full_recompute_share"] * r["layer_forward_time"])
+    unfused = engine.evaluate(GPT3, {"training.recompute": "auto",
+                                     "training.flash_attention": False})
+    share = unfused["full_recompute_share"]
+    assert unfused["layer_recompute_time"] == pytest.approx(
+        share * unfused["layer_forward_time"] + (1 - share) * unfused["attention_core_time"])
+
+
 def test_document_masking_attends_over_the_size_biased_document_length(engine):
     full = engine.evaluate(GPT3)
     assert full["attention_span"] == 2048

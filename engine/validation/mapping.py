@@ -317,9 +317,10 @@ class Mapper:
             # memory is no reason to recompute more.
             sets["training.recompute"] = "auto"
             sets["training.allocator_overhead"] = 0
-            self.notes.append(f"recompute {written}: auto (selective, and just enough layers "
-                              "recomputed in full for the tensors to fit, as a tuned run "
-                              "would; no allocator slack)")
+            self.notes.append(f"recompute {written}: auto (just enough layers recomputed in "
+                              "full for the tensors to fit, the others selective -- which "
+                              "recomputes nothing under a fused attention kernel -- as a tuned "
+                              "run would; no allocator slack)")
         text = (row.text("precision") or "bf16").strip()
         found = first_match(self.conv.precisions, text)
         if found is None or found.value is None:
