@@ -50,9 +50,6 @@ class Graph:
     def downstream(self, name: str) -> set[str]:
         return set(nx.descendants(self.g, name))
 
-    def direct_deps(self, name: str) -> list[str]:
-        return sorted(self.g.predecessors(name))
-
     def subgraph_edges(self, nodes: set[str]) -> list[tuple[str, str]]:
         return sorted(self.g.subgraph(nodes).edges())
 
