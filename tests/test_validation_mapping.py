@@ -650,3 +650,20 @@ def test_torchtitan_without_compile_runs_eager(engine):
     assert compiled.values.get("training.fused_elementwise", True) is True
     megatron = _map(engine, _row())
     assert megatron.values.get("training.fused_elementwise", True) is True
+
+
+def test_deepspeed_pipelines_do_not_interleave_and_sp_postdates_2022(engine):
+    """DeepSpeed's pipeline engine has no interleaved schedule: a DeepSpeed run that leaves
+    the interleaving out runs 1F1B (not the best feasible vpp search would find); sequence
+    parallelism did not exist before Korthikanti et al. 2022 (arXiv:2205.05198)."""
+    row = _row(source="Smith et al. 2022, arXiv:2201.11990 (DeepSpeed and Megatron)",
+               parallel={"tp": 8, "pp": 8, "dp": 1})
+    m = _map(engine, row)
+    assert m.values["parallelism.vpp"] == 1
+    assert m.values["parallelism.sp"] is False
+    assert any("DeepSpeed's pipeline engine runs 1F1B" in a for a in m.assumptions)
+    stated = _map(engine, _row(source="DeepSpeed run", parallel={"tp": 1, "pp": 8, "dp": 8,
+                                                                "vpp": 2}))
+    assert stated.values["parallelism.vpp"] == 2  # a run's own value wins
+    recent = _map(engine, _row(source="arXiv:2407.21783", parallel={"tp": 8, "pp": 8, "dp": 1}))
+    assert recent.values.get("parallelism.sp", True) is True

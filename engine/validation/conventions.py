@@ -22,6 +22,7 @@ TEXTS = ("id", "source", "notes", "arch", "schedule", "texts")
 WHEN_FIELDS = {**{t: "regex the text must match" for t in TEXTS},
                **{f"not_{t}": "regex the text must not match" for t in TEXTS},
                "published_before": "{arxiv: YYMM, year: YYYY}",
+               "unset": "[config keys] the run leaves out (a convention that only fills gaps)",
                "config": "{config key: value or [values]} the mapped config must have"}
 
 
@@ -240,6 +241,8 @@ class _Reader:
         for key, cond in item.value.items():
             if key == "config" or key == "published_before":
                 out[key] = cond.plain() if isinstance(cond.value, dict) else {}
+            elif key == "unset":
+                out[key] = [str(k) for k in cond.plain()] if isinstance(cond.value, list) else []
             else:
                 out[key] = self.regex(cond)
         return out
@@ -283,6 +286,9 @@ def holds(when: dict[str, Any], texts: dict[str, str], config: dict[str, Any]) -
     for key, cond in when.items():
         if key == "published_before":
             if published(texts["source"], cond) is None:
+                return False
+        elif key == "unset":
+            if any(k in config for k in cond):
                 return False
         elif key == "config":
             for ckey, want in cond.items():

@@ -335,12 +335,16 @@ class Mapper:
     def frameworks(self) -> None:
         """Each framework convention whose conditions hold sets its keys."""
         for rule in self.conv.frameworks:
-            if not holds(rule.when, self.texts, self.sets):
+            # the config as the run gives it: a knob it leaves out is not a condition's value
+            stated = {k: v for k, v in self.sets.items() if k not in self.unknown}
+            if not holds(rule.when, self.texts, stated):
                 continue
             sets = {k: v for k, v in rule.sets.items() if k in self.known}
             if not sets:
                 continue
             self.sets.update(sets)
+            for key in sets:  # the convention gives what the run left out
+                self.unknown.pop(key, None)
             when = rule.when.get("published_before")
             stamp = published(self.texts["source"], when) if when else ""
             self.notes.append(rule.note.replace("{published}", stamp or ""))
