@@ -38,18 +38,45 @@ _OPTIONAL = {
 }
 
 
+MAX_JSON_DEPTH = 32
+
+
+def _check_json_depth(text: str, path: str) -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH before json (which recurses) reads it."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return
+    import re
+
+    depth = 0
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', text):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                raise UsageError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep; a "
+                                 "config.json is flat", path, line)
+        elif tok in "]}":
+            depth -= 1
+
+
 def read_hf_config(path: str) -> dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
+    import os
+
+    from .yamlfile import read_file_text
+
+    if not os.path.lexists(path):
         raise UsageError(f"Hugging Face config '{path}' does not exist; give the path of a "
-                         "config.json on disk") from None
+                         "config.json on disk")
+    text = read_file_text(path, "Hugging Face config", UsageError)
+    _check_json_depth(text, path)
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"not valid JSON: {exc.msg}; is this a config.json?", path,
                          exc.lineno) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read Hugging Face config: {exc}", path) from None
+    except (RecursionError, ValueError) as exc:
+        raise UsageError(f"cannot read this JSON: {type(exc).__name__}", path) from None
     if not isinstance(data, dict):
         raise UsageError("a Hugging Face config.json is a JSON object", path, 1)
 

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from .errors import DlfError, ModelError, UsageError, did_you_mean, display_path, raise_all
 from .sources import Source
 from .units import UnitSyntaxError, parse_unit
-from .yamlfile import Located, check_keys, load_yaml
+from .yamlfile import Located, check_keys, read_file_text, read_yaml_file
 
 
 class DataFolder(NamedTuple):
@@ -44,7 +44,7 @@ def formula_sources(folders: list[DataFolder]) -> list[Source]:
         if folder.kind != "formulas":
             continue
         for f in folder.files():
-            out.append(Source(_abspath(f), f.read_text(encoding="utf-8"), folder.origin))
+            out.append(Source(_abspath(f), read_file_text(f, "formula file"), folder.origin))
     return out
 
 
@@ -143,7 +143,7 @@ def is_node_path(node_id: str) -> bool:
 
 def read_node(node_id: str, f: Any, origin: str) -> Node:
     path = _abspath(f)
-    root = load_yaml(f.read_text(encoding="utf-8"), path)
+    root = read_yaml_file(f, "hardware file", shown=path)
     errors: list[DlfError] = []
     if not isinstance(root.value, dict):
         raise ModelError("a hardware file is a mapping with name, vendor, specs", path, root.line)
@@ -183,7 +183,7 @@ def read_node(node_id: str, f: Any, origin: str) -> Node:
 
 def read_preset(preset_id: str, f: Any, origin: str) -> Preset:
     path = _abspath(f)
-    root = load_yaml(f.read_text(encoding="utf-8"), path)
+    root = read_yaml_file(f, "preset file", shown=path)
     errors: list[DlfError] = []
     if not isinstance(root.value, dict):
         raise ModelError("a preset file is a mapping with name, source, model", path, root.line)
@@ -232,9 +232,6 @@ def extra_sources(base: list[Source], paths: list[str]) -> list[Source]:
     given = {f.resolve() for f in files}
     out = [s for s in base if Path(s.path).resolve() not in given]
     for f in files:
-        try:
-            text = f.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"cannot read formula file: {exc}", display_path(f)) from None
+        text = read_file_text(str(f), "formula file", UsageError)
         out.append(Source(_abspath(f), text, "check"))
     return out

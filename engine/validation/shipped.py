@@ -45,10 +45,10 @@ def resolve(name_or_path: str) -> str:
 
 def describe(path: str) -> RunsSet:
     """A shipped set's name, description (its first comment line), runs and sources."""
-    from ..yamlfile import read_user_yaml
+    from ..errors import UsageError
+    from ..yamlfile import LARGE_FILE_LIMIT, read_file_text, read_user_yaml
 
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
+    text = read_file_text(path, "runs file", UsageError, LARGE_FILE_LIMIT)
     description = next((line.lstrip("#").strip() for line in text.splitlines()
                         if line.startswith("#") and line.lstrip("#").strip()), "")
     root = read_user_yaml(path, "runs file", "")
