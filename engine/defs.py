@@ -28,6 +28,10 @@ class Domain(NamedTuple):
             return f"must be {'an integer' if self.kind == 'integer' else 'a number'}"
         if value != value or value in (float("inf"), float("-inf")):
             return "must be a finite number"
+        if self.kind == "integer" and abs(value) > MAX_INTEGER:
+            return f"is too large: integers up to {MAX_INTEGER:.0e} (2**53) are exact as floats"
+        if abs(value) > MAX_NUMBER:
+            return f"is too large: numbers up to {MAX_NUMBER:.0e} keep every figure finite"
         if self.kind == "integer" and value != int(value):
             return "must be an integer"
         lo, hi = self.lo, self.hi
@@ -37,6 +41,9 @@ class Domain(NamedTuple):
             return f"must be {self.text}"
         return None
 
+
+MAX_INTEGER = 2**53
+MAX_NUMBER = 1e300
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _LOWER = re.compile(rf"^(integer|number)\s*(>=|>)\s*({_NUM})$")

@@ -155,6 +155,11 @@ _REFUSED = {
     ast.YieldFrom: "yield is not allowed",
 }
 
+_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+_COMPARES = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+_OP_TEXT = {ast.MatMult: "'@'", ast.BitAnd: "'&'", ast.BitOr: "'|'", ast.BitXor: "'^'",
+            ast.LShift: "'<<'", ast.RShift: "'>>'"}
+
 ALLOWED_SUMMARY = (
     "formulas may use numbers, names, + - * / // % **, comparisons, and/or/not, "
     "'a if condition else b', and the functions "
@@ -190,6 +195,14 @@ def parse(text: Any) -> Parsed:
         if refusal:
             raise ExprError(refusal.format(attr=getattr(node, "attr", "")) + "; "
                             + _allowed_text())
+        if isinstance(node, ast.BinOp) and type(node.op) not in _BINOPS:
+            raise ExprError(f"the operator {_OP_TEXT.get(type(node.op), type(node.op).__name__)}"
+                            " is not allowed; " + _allowed_text())
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+            raise ExprError("the operator '~' is not allowed; write 'not' for a condition")
+        if isinstance(node, ast.Compare) and any(type(op) not in _COMPARES for op in node.ops):
+            raise ExprError("only < <= > >= == != (and 'in' for a choice) compare values; "
+                            "'is' is not allowed")
         if isinstance(node, ast.Name):
             if node.id.startswith("_"):
                 kind = "dunder names" if node.id.startswith("__") else "names starting with '_'"
@@ -250,14 +263,32 @@ class Builder:
         self.symbol = symbol
 
     def build(self, parsed: Parsed) -> tuple[Any, Dim]:
-        val = self._node(parsed.tree)
+        val = self._built(parsed)
         if val.is_bool:
             # A condition used as a value: 1 when true, 0 when false.
             return self.sp.Piecewise((1, val.expr), (0, True)), DIMENSIONLESS
         return val.expr, val.dim  # type: ignore[return-value]
 
     def build_condition(self, parsed: Parsed) -> Any:
-        return self._cond(self._node(parsed.tree))
+        return self._cond(self._built(parsed))
+
+    def _built(self, parsed: Parsed) -> _Val:
+        """The tree built, with sympy's own arithmetic failures (`x % 0`, a huge power) and
+        numbers no float can hold (`1e308 * 10`, `1/0`, `exp(1000)`) refused as ExprError:
+        the generated code could not compute them either."""
+        try:
+            val = self._node(parsed.tree)
+        except ExprError:
+            raise
+        except ZeroDivisionError:
+            raise ExprError("the formula divides by zero (a '/', '//' or '%' by 0)") from None
+        except (OverflowError, ValueError, TypeError, ArithmeticError,
+                RecursionError) as exc:
+            raise ExprError(f"the formula cannot be computed ({type(exc).__name__}: "
+                            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); "
+                            "simplify it") from None
+        _check_finite(self.sp, val.expr)
+        return val
 
     # -- nodes --------------------------------------------------------------------------------
     def _node(self, node: ast.expr) -> _Val:
@@ -484,6 +515,44 @@ class Builder:
                                 + " and ".join(sorted({format_dim(x) for x in dims}))  # type: ignore[arg-type]
                                 + "; convert one side so the units agree")
         return first  # type: ignore[return-value]
+
+
+def _check_finite(sp: Any, expr: Any) -> None:
+    """Refuse an expression holding a number no float can hold, or a part without names that
+    cannot be computed as a float (exp(1000), 10.0**400)."""
+    import math
+
+    bad = (sp.zoo, sp.oo, -sp.oo, sp.nan)
+    stack = [expr]
+    seen = 0
+    while stack:
+        e = stack.pop()
+        seen += 1
+        if seen > 20 * MAX_NODES:
+            break
+        if e in bad or (getattr(e, "is_Float", False) and not math.isfinite(float(e))):
+            raise ExprError("the formula holds an infinite or undefined number (a division "
+                            "by zero, or a figure beyond 1.8e308); fix the constant")
+        if getattr(e, "is_Number", False):
+            if not math.isfinite(float(e)):
+                raise ExprError("the formula holds a number beyond 1.8e308; a float cannot "
+                                "hold it")
+            continue
+        if getattr(e, "is_Boolean", False) and not getattr(e, "args", ()):
+            continue
+        args = getattr(e, "args", ())
+        if args and not getattr(e, "free_symbols", True) and getattr(e, "is_Function", False) \
+                or getattr(e, "is_Pow", False) and not getattr(e, "free_symbols", True):
+            try:
+                value = complex(e.evalf(30))
+            except (TypeError, ValueError, OverflowError, ArithmeticError):
+                value = None
+            if value is not None and not (math.isfinite(value.real)
+                                          and math.isfinite(value.imag)):
+                raise ExprError(f"'{e}' is beyond what a float can hold (1.8e308); fix the "
+                                "constant")
+            continue
+        stack.extend(a for a in args if hasattr(a, "args"))
 
 
 def _add(a: Dim | None, b: Dim | None) -> Dim:

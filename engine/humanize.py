@@ -27,11 +27,26 @@ def _scaled(v: float, steps: list[tuple[float, str]]) -> tuple[float, str]:
 
 
 def _num(v: float, digits: int = 4) -> str:
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**1000:
+        return big_int_text(v)
     if v == 0:
         return "0"
     if abs(v) >= 1e5 or abs(v) < 1e-3:
         return f"{v:.{digits - 1}e}"
     return f"{v:.{digits}g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def big_int_text(v: int) -> str:
+    """`1.234e+400` for an integer too large for a float (int -> str is bounded by Python's
+    digit limit, so the digits are counted from bit_length beyond it)."""
+    sign = "-" if v < 0 else ""
+    v = abs(v)
+    try:
+        digits = str(v)
+    except ValueError:  # more digits than sys.get_int_max_str_digits()
+        exponent = int(v.bit_length() * 0.30102999566398120)
+        return f"{sign}~1e+{exponent}"
+    return f"{sign}{digits[0]}.{digits[1:4] or '0'}e+{len(digits) - 1}"
 
 
 def human(value: Any, unit: str) -> tuple[str, str]:
@@ -40,10 +55,19 @@ def human(value: Any, unit: str) -> tuple[str, str]:
         return ("yes" if value else "no"), ""
     try:
         v = float(value)
+    except OverflowError:  # an integer beyond what a float holds: its digits, shortened
+        return big_int_text(int(value)), "" if unit == "1" else unit
     except (TypeError, ValueError):
         return str(value), ""
     if not math.isfinite(v):
         return str(v), unit
+    if abs(v) >= 1e18 or (v and abs(v) < 1e-18):  # far outside any unit's range: plain e-form
+        try:
+            u = parse_unit(unit)
+        except Exception:
+            return f"{v:.4g}", unit
+        if u.dim == (0, 0, 0, 0, 0) or abs(v * u.scale) >= 1e27 or abs(v * u.scale) < 1e-27:
+            return f"{v:.4g}", "" if unit == "1" else unit
     u = parse_unit(unit)
     if "GPU" in unit and u.scale != 1:  # GPU*h and the like read best in their own unit
         n, name = _scaled(v, [(1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")])
@@ -81,6 +105,8 @@ def human(value: Any, unit: str) -> tuple[str, str]:
                                (1e9, "GFLOP/s"), (1.0, "FLOP/s")])
         return f"{n:.4g}", name
     if k == _USD:
+        if abs(si) >= 1e15:
+            return f"{si:.4g}", "USD"
         return f"{si:,.0f}" if abs(si) >= 100 else f"{si:.2f}", "USD"
     if k == _J:
         n, name = _scaled(si, [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),

@@ -8,6 +8,7 @@ names defined twice without `override: true`, undefined names (with "did you mea
 
 from __future__ import annotations
 
+import keyword
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,6 +113,11 @@ def read_definitions(source: Source, errors: list[DlfError]) -> tuple[list[Defin
             if not name.isidentifier() or name.startswith("_"):
                 errors.append(ModelError(f"'{name}' is not a valid name: use letters, digits "
                                          "and '_', not starting with a digit or '_'", path,
+                                         item.line))
+                continue
+            if keyword.iskeyword(name) or not name.isascii():
+                errors.append(ModelError(f"'{name}' is a reserved word of the generated code "
+                                         "(or not plain ASCII); choose another name", path,
                                          item.line))
                 continue
             if not isinstance(item.value, dict):
@@ -258,10 +264,23 @@ def _read_constant(name: str, item: Located, path: str, group: str,
     if v is None or isinstance(v.value, bool) or not isinstance(v.value, (int, float)):
         errors.append(ModelError(f"{what} needs a numeric 'value'", path, item.line))
         return None
+    if not _finite(v.value):
+        errors.append(ModelError(f"{what}: {v.value!r} is not a finite number a float can "
+                                 "hold (|x| < 1.8e308)", path, v.line))
+        return None
     return ConstantDef(name, v.value, _unit(item, path, what, errors),
                        _text(item, "doc", path, what, errors),
                        _text(item, "source", path, what, errors), path, item.line, group,
                        _override(item, path, errors))
+
+
+def _finite(v: float | int) -> bool:
+    import math
+
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def _read_quantity(name: str, item: Located, path: str, group: str,

@@ -125,7 +125,7 @@ class CompiledModel:
                                                  if name in self.quantities else "1")
             if isinstance(v, (bool, str)):
                 return str(v).lower() if isinstance(v, bool) else v
-            if isinstance(v, float) and v == int(v) and abs(v) < 1e4:
+            if isinstance(v, float) and abs(v) < 1e4 and v == int(v):
                 v = int(v)
             if isinstance(v, int) and abs(v) < 1e4:
                 return str(v)
@@ -181,7 +181,10 @@ class CompiledModel:
     def check(self, inputs: dict[str, Any], vectorized: bool = False) -> list[Any]:
         """One truth value (or array) per constraint, computed from the inputs alone."""
         _, fn = self.functions(vectorized)
-        return fn(inputs)
+        try:
+            return fn(inputs)
+        except (ZeroDivisionError, OverflowError, ValueError, TypeError) as exc:
+            raise ModelError(self._where_failed(exc)) from None
 
     def _where_failed(self, exc: Exception) -> str:
         tb = exc.__traceback__

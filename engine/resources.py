@@ -204,17 +204,36 @@ def read_preset(preset_id: str, f: Any, origin: str) -> Preset:
                     errors.append(ModelError(f"'{section}.{key}' needs a value", path, item.line))
                     continue
                 v = inner.value
+            if v is None or isinstance(v, (dict, list)):
+                errors.append(ModelError(f"'{section}.{key}' must be a number, word or "
+                                         "true/false", path, item.line))
+                continue
             values[f"{section}.{key}"] = Located(v, item.line)
     published = {}
     for key in ("published_params", "published_active_params"):
         item = root.value.get(key)
         if item is not None:
-            v = item.value["value"].value if isinstance(item.value, dict) else item.value
+            inner = item.value.get("value") if isinstance(item.value, dict) else item
+            v = inner.value if inner is not None else None
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) \
+                    or v < 0:
+                errors.append(ModelError(f"'{key}' must be a number of parameters (>= 0)",
+                                         path, item.line))
+                continue
             published[key[len("published_"):]] = float(v)
     raise_all(errors)
     name = str(root.value["name"].value) if "name" in root.value else preset_id
     source = str(root.value["source"].value) if "source" in root.value else ""
     return Preset(preset_id, name, source, values, published, path, origin)
+
+
+def _finite(v: float) -> bool:
+    import math
+
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def extra_sources(base: list[Source], paths: list[str]) -> list[Source]:

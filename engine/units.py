@@ -83,24 +83,38 @@ class UnitSyntaxError(ValueError):
     pass
 
 
+MAX_UNIT_LENGTH = 200
+MAX_UNIT_POWER = 12
 _PARSED: dict[str, Unit] = {}  # unit text -> Unit, for texts that needed parsing
 
 
 def parse_unit(text: str | int | float) -> Unit:
     """Parse unit text such as `GB/s`, `USD/(GPU*h)`, `FLOP`, `1`."""
     text = str(text).strip()
-    unit = UNITS.get(text) or _PARSED.get(text) or _quick_parse(text)
+    unit = UNITS.get(text) or _PARSED.get(text)
     if unit is not None:
-        if len(_PARSED) < 4096:
-            _PARSED[text] = unit
         return unit
-    import ast  # the full reader: the exact message for any text the quick one refuses
-
+    if len(text) > MAX_UNIT_LENGTH:
+        raise UnitSyntaxError(f"unit text longer than {MAX_UNIT_LENGTH} characters: "
+                              f"'{text[:20]}...'")
     try:
-        tree = ast.parse(text, mode="eval")
-    except (SyntaxError, ValueError) as exc:
-        raise UnitSyntaxError(f"cannot read unit '{text}'") from exc
-    unit = _unit_node(tree.body, text)
+        unit = _quick_parse(text)
+        if unit is None:
+            import ast  # the full reader: the exact message for any text the quick one refuses
+
+            try:
+                tree = ast.parse(text, mode="eval")
+            except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+                raise UnitSyntaxError(f"cannot read unit '{text}'") from exc
+            unit = _unit_node(tree.body, text)
+    except (OverflowError, ZeroDivisionError, RecursionError):
+        unit = None
+    import math
+
+    if unit is None or not (math.isfinite(unit.scale) and unit.scale > 0) \
+            or any(abs(p) > MAX_UNIT_POWER for p in unit.dim):
+        raise UnitSyntaxError(f"unit '{text}' is out of range (powers up to "
+                              f"{MAX_UNIT_POWER}, a scale a float can hold)")
     if len(_PARSED) < 4096:
         _PARSED[text] = unit
     return unit
