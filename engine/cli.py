@@ -270,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         except click.ClickException as exc:
             click.echo(f"error: {exc.format_message()}", err=True)
             return exc.exit_code
-        except click.exceptions.Abort:
-            return 130
+        except click.exceptions.Abort as exc:  # click's form of Ctrl-C (or of SIGTERM)
+            from .atomic import Terminated
+
+            return 143 if isinstance(exc.__context__, Terminated) else 130
 
     return guarded(run)
 

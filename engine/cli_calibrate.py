@@ -40,7 +40,8 @@ def calibrate_cmd(ctx: click.Context, runs: str, base: str, output: str, fit: st
     figures = [f.strip() for f in fit.split(",") if f.strip()] if fit else None
     cal = calibrate(engine, resolve(runs), base, figures)
     text = node_yaml(engine, cal)
-    with open(output, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    from .atomic import write_file
+
+    write_file(output, lambda fh: fh.write(text), binary=False)
     click.echo(report(cal), nl=False)
     click.echo(f"wrote {output}: use it as `hardware: {{node: {output}}}`")

@@ -18,7 +18,6 @@ Only inputs and constants are pasted as values. docs/excel.md describes the layo
 from __future__ import annotations
 
 import datetime as _dt
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,14 +107,9 @@ def export(engine: Engine, config: str | None, output: str,
     result = engine.evaluate(config, sets, hf_config)
     wb, info = build_workbook(engine, result, sets=sets, hf_config=hf_config)
     info.path = str(output)
-    tmp = f"{output}.{os.getpid()}.tmp"  # never leave a half-written workbook behind
-    try:
-        wb.save(tmp)
-        os.replace(tmp, output)
-    except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise UsageError(f"cannot write '{output}': {exc.strerror or exc}") from None
+    from .atomic import write_file  # whole or not at all, also on Ctrl-C or a full disk
+
+    write_file(str(output), wb.save)
     return info
 
 

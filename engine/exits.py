@@ -20,8 +20,10 @@ def guarded(run: Callable[[], Any]) -> Any:
         for line in exc.lines():
             sys.stderr.write(f"error: {line}\n")
         return exc.exit_code
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM while an output file was written
+        from .atomic import Terminated
+
+        return 143 if isinstance(exc, Terminated) else 130
     except BrokenPipeError:
         sys.stderr.close()  # output piped into `head`: not an error
         return 0

@@ -58,9 +58,12 @@ def breakdown(model: Any, name: str) -> list[str]:
 
 
 def _save(fig: Any, path: str) -> None:
+    from .atomic import write_file
+
+    fmt = path.rsplit(".", 1)[-1].lower() if "." in os.path.basename(path) else None
     try:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    except (OSError, ValueError) as exc:
+        write_file(path, lambda fh: fig.savefig(fh, dpi=120, bbox_inches="tight", format=fmt))
+    except ValueError as exc:  # a format matplotlib does not know
         raise UsageError(f"cannot write '{path}': {exc}") from None
     finally:
         pyplot().close(fig)

@@ -195,6 +195,7 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
         if keep and not keeper.full():
             keeper.add(rows)
 
+    finished = False
     try:
         from .parallel import workers_for
 
@@ -208,9 +209,13 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
                 done += grid.size_of(b)
                 if progress is not None:
                     progress(done, grid.total)
+        finished = True
     finally:
-        if writer is not None:
-            writer.close()
+        if writer is not None:  # a sweep that failed or was stopped leaves no partial file
+            if finished:
+                writer.close()
+            else:
+                writer.abort()
     stats.seconds = time.perf_counter() - start_time
     merged = keeper.merged() if keep else {}
     if not merged:

@@ -88,8 +88,10 @@ class Table:
         writer = open_writer(target, self.names, self.decoders, self.units, fmt)
         try:
             writer.write(self.columns)
-        finally:
-            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        writer.close()
 
     def to_csv(self) -> str:
         import io
@@ -192,11 +194,9 @@ def open_writer(target: Any, names: list[str], decoders: Mapping[str, dict],
                              "or .xlsx")
         if fmt == "xlsx":
             return _XlsxWriter(target, names, decoders, units)
-        try:
-            stream = open(target, "w", encoding="utf-8", newline="")
-        except OSError as exc:
-            raise UsageError(f"cannot write '{target}': {exc.strerror}") from None
-        return _TextWriter(stream, fmt, names, decoders, close_stream=True)
+        from .atomic import AtomicFile  # whole or not at all: a temporary file, then rename
+
+        return _TextWriter(AtomicFile(target), fmt, names, decoders, close_stream=True)
     return _TextWriter(target, fmt or "csv", names, decoders, close_stream=False)
 
 
@@ -256,6 +256,11 @@ class _TextWriter:
         if self.close_stream:
             self.stream.close()
 
+    def abort(self) -> None:
+        """Stop after a failure: a file being written is removed (an existing one kept)."""
+        if self.close_stream and hasattr(self.stream, "abort"):
+            self.stream.abort()
+
 
 class _XlsxWriter:
     def __init__(self, path: str, names: list[str], decoders: Mapping[str, dict],
@@ -280,7 +285,32 @@ class _XlsxWriter:
         self.rows += n
 
     def close(self) -> None:
+        from .atomic import forget_frames, write_file
+
         try:
-            self.book.save(self.path)
-        except OSError as exc:
-            raise UsageError(f"cannot write '{self.path}': {exc.strerror}") from None
+            write_file(self.path, self.book.save)
+        except BaseException as exc:
+            self._discard()
+            forget_frames(exc)
+            raise
+
+    def _discard(self) -> None:
+        """Close the sheet's row generator and remove openpyxl's own temporary file now,
+        quietly (left to the garbage collector they print 'Exception ignored in ...')."""
+        from .atomic import quiet_unraisable
+
+        sheet, self.book, self.sheet = self.sheet, None, None
+        with quiet_unraisable():
+            for step in ("_rows", "_writer"):
+                part = getattr(sheet, step, None)
+                try:
+                    if step == "_rows" and part is not None:
+                        part.close()
+                    elif part is not None:
+                        part.cleanup()
+                except Exception:
+                    pass
+
+    def abort(self) -> None:
+        """Nothing of the target is on disk before close(): drop the sheet's temporary file."""
+        self._discard()

@@ -1,0 +1,165 @@
+"""Issue 14: output files are written whole or not at all -- a full disk, a read-only folder,
+Ctrl-C or SIGTERM leave the existing file untouched, no temporary file, and one error line."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import EXAMPLES
+
+CFG = str(EXAMPLES / "gpt3-175b.yaml")
+SWEEP = ("sweep", CFG, "--vary", "parallelism.tp=1,2,4,8", "--vary",
+         "training.micro_batch=1,2")
+
+
+class _FullDisk:
+    """A file whose writes fail with ENOSPC once `room` bytes are written."""
+
+    def __init__(self, fh, room: int) -> None:
+        self._fh, self._room = fh, room
+
+    def write(self, data):
+        self._room -= len(data)
+        if self._room < 0:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self._fh.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._fh, name)
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    from dlformula import atomic
+
+    real = atomic._create
+
+    def create(path, binary):
+        return _FullDisk(real(path, binary), 300)
+
+    monkeypatch.setattr(atomic, "_create", create)
+
+
+def _check_failed(code, err, folder, target, old=b"old contents"):
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot write"), err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+    assert "internal error" not in err
+    assert target.read_bytes() == old
+    assert sorted(p.name for p in folder.iterdir()) == [target.name]
+
+
+@pytest.mark.parametrize("suffix", ["csv", "json", "xlsx"])
+def test_sweep_on_a_full_disk(run, tmp_path, full_disk, suffix):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    target = out_dir / f"s.{suffix}"
+    target.write_bytes(b"old contents")
+    code, _, err = run(*SWEEP, "-o", str(target))
+    _check_failed(code, err, out_dir, target)
+
+
+@pytest.mark.parametrize("suffix", ["csv", "xlsx"])
+def test_search_on_a_full_disk(run, tmp_path, full_disk, suffix):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    target = out_dir / f"s.{suffix}"
+    target.write_bytes(b"old contents")
+    code, _, err = run("search", CFG, "--gpus", "64", "-o", str(target))
+    _check_failed(code, err, out_dir, target)
+
+
+def test_export_on_a_full_disk(run, tmp_path, full_disk):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    target = out_dir / "plan.xlsx"
+    target.write_bytes(b"old contents")
+    code, _, err = run("export", CFG, "-o", str(target))
+    _check_failed(code, err, out_dir, target)
+
+
+def test_plot_on_a_full_disk(run, tmp_path, full_disk):
+    pytest.importorskip("matplotlib")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    target = out_dir / "p.png"
+    target.write_bytes(b"old contents")
+    code, _, err = run("plot", "memory", CFG, "-o", str(target))
+    _check_failed(code, err, out_dir, target)
+
+
+def test_read_only_folder(run, tmp_path, monkeypatch):
+    out_dir = tmp_path / "ro"
+    out_dir.mkdir()
+    target = out_dir / "s.xlsx"
+    target.write_bytes(b"old contents")
+    os.chmod(out_dir, 0o555)
+    try:
+        if os.access(out_dir, os.W_OK):  # root ignores the mode: refuse the open instead
+            from dlformula import atomic
+
+            def refuse(path, binary):
+                raise PermissionError(errno.EACCES, "Permission denied")
+
+            monkeypatch.setattr(atomic, "_create", refuse)
+        code, _, err = run(*SWEEP, "-o", str(target))
+    finally:
+        os.chmod(out_dir, 0o755)
+    assert "Permission denied" in err
+    _check_failed(code, err, out_dir, target)
+
+
+def test_success_replaces_the_file_and_leaves_no_temporary(run, tmp_path):
+    target = tmp_path / "s.csv"
+    target.write_bytes(b"old contents")
+    code, _, err = run(*SWEEP, "-o", str(target))
+    assert code == 0, err
+    assert target.read_text().startswith("tp,")
+    assert [p.name for p in tmp_path.iterdir()] == ["s.csv"]
+
+
+def test_interrupt_during_write_removes_the_temporary(tmp_path, monkeypatch):
+    from dlformula.atomic import write_file
+
+    target = tmp_path / "x.bin"
+    target.write_bytes(b"old contents")
+
+    def produce(fh):
+        fh.write(b"partial")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_file(str(target), produce)
+    assert target.read_bytes() == b"old contents"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.bin"]
+
+
+def test_sigterm_during_a_sweep_leaves_no_partial_file(tmp_path):
+    target = tmp_path / "big.csv"
+    target.write_bytes(b"old contents")
+    env = dict(os.environ, DLFORMULA_TUNE_MALLOC="0")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlformula", "sweep", CFG, "--workers", "1",
+         "--vary", "parallelism.tp=1,2,4,8", "--vary", "training.micro_batch=1..64",
+         "--vary", "training.global_batch=1536..400000", "-o", str(target)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:  # wait until the temporary file is being written
+        if any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert target.read_bytes() == b"old contents"
+    assert [p.name for p in tmp_path.iterdir()] == ["big.csv"]
