@@ -29,7 +29,7 @@ SPECIAL_KEYS = {
 class Origin(NamedTuple):
     """Where an input's value came from, for messages and `explain`."""
 
-    kind: str  # default | node | preset | config | set | hf_config
+    kind: str  # default | node | preset | config | set | hf_config | hf_config default
     path: str | None = None
     line: int | None = None
 
@@ -168,11 +168,14 @@ def _add_hf_config(hf: str | None, path: str | None, merged: dict[str, tuple[Loc
             hf = os.path.join(os.path.dirname(path), hf)  # relative to the config file
     if not hf:
         return
-    from .hfconfig import read_hf_config
+    from .hfconfig import read_hf_config_notes
 
-    for key, value in read_hf_config(str(hf)).items():
+    hf_values, hf_notes = read_hf_config_notes(str(hf))
+    for key, value in hf_values.items():
         if key in by_key and (key not in merged or merged[key][1].kind == "preset"):
-            merged[key] = (Located(value, 0), Origin("hf_config", str(hf)))
+            # a value the file leaves out, taken from the family's Hugging Face default
+            kind = "hf_config default" if key in hf_notes else "hf_config"
+            merged[key] = (Located(value, 0), Origin(kind, str(hf)))
 
 
 def _add_node(catalog: Catalog, merged: dict[str, tuple[Located, Origin]],
