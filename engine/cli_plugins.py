@@ -122,6 +122,12 @@ def describe(engine: Any) -> list[dict[str, Any]]:
                  or model.constants.get(name))
             if d is not None and origin_of.get(d.path) == info.name:
                 overrides[name] = [_short_location(r) for r in replaced]
+        catalog = engine.catalog
+        replaced = getattr(catalog, "replaced", {})
+        for kind, word in (("hardware", "hardware node"), ("presets", "preset")):
+            for ident, (_, was) in sorted(replaced.get(kind, {}).items()):
+                if catalog._files[kind][ident][1] == info.name:
+                    overrides[f"{word} {ident}"] = [display_path(was)]
         probe = click.Group("probe")
         plugins._call(info, "register_commands", probe)
         out.append({

@@ -77,12 +77,14 @@ class Preset(NamedTuple):
     origin: str = "dlformula"
 
 
-NODE_FIELDS = {"name": "display name", "vendor": "maker", "notes": "remarks", "specs": "figures"}
+NODE_FIELDS = {"name": "display name", "vendor": "maker", "notes": "remarks", "specs": "figures",
+               "override": "true when replacing a node of the same id (a plugin's)"}
 SPEC_FIELDS = {"value": "number", "unit": "unit text", "source": "where the figure comes from"}
 PRESET_FIELDS = {"name": "display name", "source": "where the figures come from",
                  "published_params": "published total parameters",
                  "published_active_params": "published active parameters",
-                 "model": "model fields", "moe": "MoE fields", "mla": "latent attention fields"}
+                 "model": "model fields", "moe": "MoE fields", "mla": "latent attention fields",
+                 "override": "true when replacing a preset of the same id (a plugin's)"}
 
 
 class Catalog:
@@ -91,10 +93,28 @@ class Catalog:
     def __init__(self, folders: list[DataFolder]) -> None:
         self.folders = folders
         self._files: dict[str, dict[str, tuple[Any, str]]] = {"hardware": {}, "presets": {}}
+        # kind -> id -> (origin, path) of the node or preset a later folder's file replaced
+        self.replaced: dict[str, dict[str, tuple[str, str]]] = {"hardware": {}, "presets": {}}
+        errors: list[DlfError] = []
         for folder in folders:
             if folder.kind in self._files:
+                table = self._files[folder.kind]
                 for f in folder.files():
-                    self._files[folder.kind][f.name[:-5]] = (f, folder.origin)
+                    ident = f.name[:-5]
+                    previous = table.get(ident)
+                    if previous is not None:
+                        what = "hardware node" if folder.kind == "hardware" else "preset"
+                        if not _declares_override(f, what):
+                            errors.append(ModelError(
+                                f"{what} '{ident}' of {folder.origin} replaces the one of "
+                                f"{previous[1]} ({display_path(_abspath(previous[0]))}); add "
+                                "'override: true' to this file if that is meant, or rename "
+                                "it", _abspath(f), 1))
+                            continue
+                        self.replaced[folder.kind][ident] = (previous[1],
+                                                             _abspath(previous[0]))
+                    table[ident] = (f, folder.origin)
+        raise_all(errors)
 
     def node_ids(self) -> list[str]:
         return sorted(self._files["hardware"])
@@ -126,6 +146,17 @@ class Catalog:
                              f"{did_you_mean(preset_id, self._files['presets'])}; "
                              "`dlformula presets` lists them", *where)
         return read_preset(preset_id, *entry)
+
+
+def _declares_override(f: Any, what: str) -> bool:
+    """Whether a node or preset file says `override: true` at its top level."""
+    root = read_yaml_file(f, f"{what} file", shown=_abspath(f))
+    if not isinstance(root.value, dict):
+        return False
+    item = root.value.get("override")
+    if item is not None and not isinstance(item.value, bool):
+        raise ModelError("'override' must be true or false", _abspath(f), item.line)
+    return item is not None and item.value is True
 
 
 def _abspath(f: Any) -> str:
