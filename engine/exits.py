@@ -18,7 +18,7 @@ def guarded(run: Callable[[], Any]) -> Any:
         return run()
     except DlfError as exc:
         for line in exc.lines():
-            sys.stderr.write(f"error: {line}\n")
+            sys.stderr.write(f"error: {one_line(line)}\n")
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM while an output file was written
         from .atomic import Terminated
@@ -34,3 +34,16 @@ def guarded(run: Callable[[], Any]) -> Any:
                          "bug; rerun with DLFORMULA_DEBUG=1 for the traceback and report "
                          "it)\n")
         return 1
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127, 0x85]}
+_CONTROL.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
+_CONTROL.update({9: "\\t", 10: "\\n", 13: "\\r"})
+
+
+def one_line(text: str) -> str:
+    """A message as one printable line: control characters (a newline or carriage return in
+    a value someone typed) shown escaped, surrogates from undecodable bytes replaced."""
+    if text.isprintable():
+        return text
+    return text.translate(_CONTROL).encode("utf-8", "replace").decode("utf-8")

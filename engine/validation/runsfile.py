@@ -208,12 +208,14 @@ def as_flag(value: Any) -> bool | None:
 def _as_number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, (int, float)):  # beyond 1e300 (or inf, nan): no figure of a run
+        return value if abs(value) <= 1e300 and not math.isnan(value) else None
     if isinstance(value, str):
         m = _NUMBER_TEXT.match(value)
         if m:
             number = float(m.group(1).replace(",", "").replace("_", ""))
+            if not abs(number) <= 1e300:
+                return None
             return int(number) if number == int(number) and "." not in m.group(1) \
                 and "e" not in m.group(1).lower() else number
     return None
