@@ -16,6 +16,7 @@ import numpy as np
 from .errors import UsageError
 
 T = TypeVar("T", bound="Table")
+WRITE_BLOCK = 65536  # rows turned into text (or cells) at a time
 
 
 def percent_names(model: Any) -> frozenset[str]:
@@ -87,7 +88,9 @@ class Table:
         """Write every row to a path (format from its suffix) or a text stream (`fmt`)."""
         writer = open_writer(target, self.names, self.decoders, self.units, fmt)
         try:
-            writer.write(self.columns)
+            # in blocks: the cell texts of two million rows at once took 4 GB
+            for start in range(0, max(len(self), 1), WRITE_BLOCK):
+                writer.write({k: v[start:start + WRITE_BLOCK] for k, v in self.columns.items()})
         except BaseException:
             writer.abort()
             raise
