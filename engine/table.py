@@ -88,6 +88,8 @@ class Table:
         """Write every row to a path (format from its suffix) or a text stream (`fmt`)."""
         writer = open_writer(target, self.names, self.decoders, self.units, fmt)
         try:
+            if isinstance(writer, _XlsxWriter):
+                writer.reserve(len(self))  # refuse before a million rows go into openpyxl
             # in blocks: the cell texts of two million rows at once took 4 GB
             for start in range(0, max(len(self), 1), WRITE_BLOCK):
                 writer.write({k: v[start:start + WRITE_BLOCK] for k, v in self.columns.items()})
@@ -276,6 +278,12 @@ class _XlsxWriter:
         self.sheet.append([f"{n} ({units[n]})" if units.get(n, "1") not in ("1", "") else n
                            for n in names])
         self.rows = 0
+
+    def reserve(self, n: int) -> None:
+        """Refuse now if `n` more rows will not fit in a sheet."""
+        if self.rows + n > XLSX_MAX_ROWS:
+            raise UsageError(f"{self.rows + n:,} rows do not fit in an Excel sheet (at most "
+                             f"{XLSX_MAX_ROWS:,}); write .csv or .json, or narrow it down")
 
     def write(self, columns: Mapping[str, np.ndarray]) -> None:
         n = len(columns[self.names[0]]) if self.names else 0

@@ -199,3 +199,23 @@ def test_tables_are_written_in_blocks_with_the_same_result(tmp_path, monkeypatch
                     for r in list(csv.reader(p.open()))[1:]]
 
         assert rows(blocks) == rows(whole) and len(rows(whole)) == 10
+
+
+def test_too_many_rows_for_a_sheet_refused_before_writing(tmp_path, monkeypatch):
+    """2 M search rows to .xlsx spent minutes filling a sheet before the row limit refused
+    them; now refused before the first row (and nothing is left behind)."""
+    import numpy as np
+
+    from dlformula import table as tablemod
+    from dlformula.errors import UsageError
+
+    monkeypatch.setattr(tablemod, "XLSX_MAX_ROWS", 5)
+    monkeypatch.setattr(tablemod, "WRITE_BLOCK", 2)
+    written = []
+    real = tablemod._XlsxWriter.write
+    monkeypatch.setattr(tablemod._XlsxWriter, "write",
+                        lambda self, cols: written.append(1) or real(self, cols))
+    t = tablemod.Table({"a": np.arange(10)})
+    with pytest.raises(UsageError, match="10 rows do not fit in an Excel sheet"):
+        t.write(str(tmp_path / "t.xlsx"))
+    assert written == [] and list(tmp_path.iterdir()) == []
