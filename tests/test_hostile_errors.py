@@ -41,14 +41,27 @@ BAD_FORMULAS = [
 ]
 
 
-@pytest.mark.parametrize("name,expr,unit,expect", BAD_FORMULAS)
-def test_check_and_eval_both_refuse(run, tmp_path, name, expr, unit, expect):
-    plugin = _plugin(tmp_path, name, expr, unit)
-    code, _, err = run("check", plugin + "/formulas/x.yaml")
-    _clean(code, err, 1, expect)
-    assert "x.yaml:" in err
-    code, _, err2 = run("--plugin", plugin, "eval", CFG, "--only", "params_total")
-    _clean(code, err2, 1, expect)
+def test_check_and_eval_both_refuse(run, tmp_path):
+    """Each bad formula in its own file of one plugin: `check` of the files and `eval` with
+    the plugin both name every file's problem (the loader reports all in one pass)."""
+    folder = tmp_path / "plug"
+    (folder / "formulas").mkdir(parents=True)
+    files = []
+    for i, (name, expr, unit, _) in enumerate(BAD_FORMULAS):
+        name = name if name != "q" else f"q{i}"
+        f = folder / "formulas" / f"bad{i}.yaml"
+        f.write_text(f"quantities:\n  {name}:\n    expr: {expr!r}\n    unit: {unit!r}\n"
+                     "    doc: d\n    source: s\n")
+        files.append(str(f))
+    code, _, err_check = run("check", *files)
+    code2, _, err_eval = run("--plugin", str(folder), "eval", CFG, "--only", "params_total")
+    for err, exit_code in ((err_check, code), (err_eval, code2)):
+        assert exit_code == 1, err
+        assert "internal error" not in err and "Traceback" not in err, err
+        lines = err.strip().splitlines()
+        assert all(line.startswith("error: ") for line in lines), err
+        for i, (_, _, _, expect) in enumerate(BAD_FORMULAS):
+            assert any(f"bad{i}.yaml:" in line and expect in line for line in lines), (i, err)
 
 
 def test_a_good_plugin_formula_is_still_accepted(run, tmp_path):
