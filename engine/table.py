@@ -282,8 +282,8 @@ class _XlsxWriter:
     def reserve(self, n: int) -> None:
         """Refuse now if `n` more rows will not fit in a sheet."""
         if self.rows + n > XLSX_MAX_ROWS:
-            raise UsageError(f"{self.rows + n:,} rows do not fit in an Excel sheet (at most "
-                             f"{XLSX_MAX_ROWS:,}); write .csv or .json, or narrow it down")
+            raise UsageError(f"more than {XLSX_MAX_ROWS:,} rows do not fit in an Excel sheet; "
+                             "write .csv or .json, or narrow the sweep with --where")
 
     def write(self, columns: Mapping[str, np.ndarray]) -> None:
         n = len(columns[self.names[0]]) if self.names else 0
