@@ -26,13 +26,22 @@ from typing import Any
 from openpyxl import Workbook
 from openpyxl.chart import BarChart, Reference
 from openpyxl.formatting.rule import FormulaRule
-from openpyxl.styles import Alignment, Font, PatternFill
+from openpyxl.styles import Alignment, Font, PatternFill, Protection
 from openpyxl.utils import absolute_coordinate, get_column_letter, quote_sheetname
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.datavalidation import DataValidation
 
 from .core import Engine, Result
 from .errors import UsageError
+from .excel_checks import (
+    CheckRow,
+    InputCell,
+    input_row,
+    message_formula,
+    node_row,
+    numbers_row,
+    status_formula,
+)
 from .excel_printer import (
     excel_names,
     excel_string,
@@ -48,6 +57,8 @@ GROUP_ORDER = ["model", "training", "parallelism", "hardware", "memory", "comput
 GROUP_TITLES = {"comm": "Communication", "hardware": "Accelerator", "moe": "MoE"}
 FIXED_SHEETS = ["About", "Summary", "Inputs", "Hardware", "Checks"]
 NODE_NAME = "hardware.node"  # a dot: no dlformula name can take it
+STATUS_NAME = "status"  # Summary's single status: "all pass", or the first FAIL and its fix
+FLAG_COL = 11  # hidden column K of a formula sheet: the row when Value is not a number
 CHOICE_SUFFIX = ".choice"
 
 MEMORY_PARTS = [("Weights", "weight_memory"), ("Gradients", "grad_memory"),
@@ -84,6 +95,7 @@ FILL_BAD = PatternFill("solid", fgColor="FFC7CE")
 FILL_GOOD = PatternFill("solid", fgColor="C6EFCE")
 FILL_WARN = PatternFill("solid", fgColor="FFEB9C")
 FONT_BAD = Font(bold=True, color="9C0006")
+UNLOCKED = Protection(locked=False)
 WRAP = Alignment(wrap_text=True, vertical="top")
 
 
@@ -159,6 +171,15 @@ def _fit_page_width(ws: Any) -> None:
     ws.page_setup.fitToWidth, ws.page_setup.fitToHeight = 1, 0
 
 
+def _protect(ws: Any) -> None:
+    """Lock every cell but the unlocked inputs; no password, so a planner can still unprotect
+    the sheet deliberately (Review > Unprotect Sheet). Resizing and selecting stay allowed."""
+    p = ws.protection
+    p.sheet = True
+    p.formatColumns = p.formatRows = p.formatCells = False  # False: allowed
+    p.selectLockedCells = p.selectUnlockedCells = False
+
+
 def _validate(ws: Any, cell: str, kind: str, formula: str, title: str, error: str,
               blank: bool = False) -> None:
     # Excel refuses (and "repairs") a title over 32 characters or a message over 255.
@@ -186,6 +207,11 @@ class _Builder:
                           if d.config.startswith("hardware.")
                           and d.config.split(".", 1)[1] in spec_keys}
         self.check_range: str | None = None
+        self.input_cells: list[InputCell] = []  # in Inputs order, for the domain checks
+        self.result_sheets: list[tuple[str, int, int]] = []  # (sheet, first row, last row)
+        self.inputs_rows: tuple[int, int] = (5, 5)
+        self.node_address: str | None = None
+        self.check_rows: tuple[int, int] | None = None
 
     def _define(self, name: str, sheet: str, first: str, last: str | None = None) -> None:
         ref = absolute_coordinate(first) + (f":{absolute_coordinate(last)}" if last else "")
@@ -221,6 +247,8 @@ class _Builder:
         self._summary(summary)  # last but one: it reads the Checks range
         self._about(about)
         wb.calculation.fullCalcOnLoad = True  # no cached values: compute on open
+        for ws in wb.worksheets:
+            _protect(ws)
         self.info.sheets = wb.sheetnames
         return wb, self.info
 
@@ -257,6 +285,7 @@ class _Builder:
                 if d.group == group:
                     self._input_row(ws, row, name, d)
                     row += 1
+        self.inputs_rows = (5, row)
         _put(ws, row + 1, 1, "Constants").font = BOLD
         row += 2
         for name, c in m.constants.items():
@@ -282,8 +311,10 @@ class _Builder:
         c.fill, c.font = FILL_EDIT, BOLD
         self._define(NODE_NAME, ws.title, f"C{row}")
         self.info.node_cell = (ws.title, f"C{row}")
+        self.node_address = f"{ws.title}!C{row}"
         _validate(ws, f"C{row}", "list", "hardware.ids", "Unknown node",
-                  "Pick a node id listed on the Hardware sheet.", blank=True)
+                  "Pick a node id listed on the Hardware sheet.")
+        c.protection = UNLOCKED
         _put(ws, row, 9, NODE_NAME, "config" if node else "not set",
              "Hardware node type (an id from the Hardware sheet). Choosing another switches "
              "every green figure below; figures the config sets itself stay as pasted.",
@@ -305,6 +336,8 @@ class _Builder:
                            f"MATCH({excel_string(key)},hardware.keys,0))")
             vcell.fill = FILL_LOOKUP
             where = "looked up on Hardware for the chosen node"
+            self.input_cells.append(InputCell(name, d, self.names[name], f"{ws.title}!B{row}",
+                                              lookup=True))
         elif categorical:
             label = cfg.labels.get(name, d.label(value))
             choice = _put(ws, row, 3, Text(label) if isinstance(label, str) else label)
@@ -324,8 +357,12 @@ class _Builder:
             if len(options) < 250 and '"' not in options:  # the limits of an inline list
                 _validate(ws, f"C{row}", "list", f'"{options}"', name,
                           f"Choose one of: {options}")
+            choice.protection = UNLOCKED
+            self.input_cells.append(InputCell(name, d, self.names[name], f"{ws.title}!B{row}",
+                                              cname, f"{ws.title}!C{row}"))
         else:
-            vcell.value, vcell.fill = value, FILL_EDIT
+            vcell.value, vcell.fill, vcell.protection = value, FILL_EDIT, UNLOCKED
+            self.input_cells.append(InputCell(name, d, self.names[name], f"{ws.title}!B{row}"))
             if key in self.hw_inputs and kind not in ("node", "default"):
                 where += " (set by the config: overrides the node's figure)"
             rule = validation_formula(d.domain, f"B{row}")
@@ -393,41 +430,56 @@ class _Builder:
             self._human(ws, row, 4, name, q.unit)
             _put(ws, row, 6, Text(" ".join(q.expr.split())), Text(q.doc), Text(q.source),
                  f"{_short_path(q.path)}:{q.line}")
+            # The row number when Value is not a number (an error, or text typed over it): the
+            # Checks sheet names the first such cell. Hidden: it is bookkeeping.
+            _put(ws, row, FLAG_COL, f'=IF(ISNUMBER(B{row}),"",ROW())')
+        if names:
+            self.result_sheets.append((ws.title, 5, 4 + len(names)))
+            ws.column_dimensions[get_column_letter(FLAG_COL)].hidden = True
 
     # -- Checks -------------------------------------------------------------------------------
+    def _check_rows(self) -> list[CheckRow]:
+        rows: list[CheckRow] = []
+        if self.node_address and any(c.lookup for c in self.input_cells):
+            rows.append(node_row(NODE_NAME, "hardware.ids", self.node_address))
+        node_fix = f"{self.node_address} (hardware.node)"
+        rows += [input_row(c, node_fix) for c in self.input_cells]
+        where = {c.name: c.choice_address or c.address for c in self.input_cells}
+        involved = dict(zip((c.name for c in self.model.constraints),
+                            self.model.constraint_names, strict=True))
+        choices = {c.name: c.choice for c in self.input_cells if c.choice}
+        for c in self.conditions:
+            fix = ", ".join(f"{where[n]} ({n})" for n in involved.get(c["name"], ())
+                            if n in where)
+            kind = "warning" if c["kind"] == "warning" else "constraint"
+            rows.append(CheckRow(c["name"], kind, c["excel"],
+                                 message_formula(c["message"], self.names, self.model, choices),
+                                 fix, c["check"], _short_path(c["where"])))
+        rows += [numbers_row(sheet, first, last, get_column_letter(FLAG_COL))
+                 for sheet, first, last in self.result_sheets]
+        return rows
+
     def _checks(self, ws: Any) -> None:
-        _titles(ws, "Checks: conditions a layout must meet to run, and warnings",
-                "A FAIL means the layout cannot run as set; a warning means it runs but deserves "
-                "a look. The message says what to change.")
-        _header(ws, 4, ["Check", "Status", "Message", "Condition", "Defined at"],
-                [28, 10, 80, 50, 30])
-        for row, c in enumerate(self.conditions, start=5):
-            text, bad = c["excel"], "warning" if c["kind"] == "warning" else "FAIL"
-            _put(ws, row, 1, c["name"], f'=IF({text},"ok","{bad}")',
-                 f'=IF({text},"",{self._message(c["message"])})', Text(c["check"]),
-                 _short_path(c["where"]))
-        if self.conditions:
-            last = 4 + len(self.conditions)
+        _titles(ws, "Checks: every input's domain, the conditions a layout must meet to run, "
+                "warnings, and that every result is a number",
+                "A FAIL means the workbook cannot be trusted as set; a warning means it runs but "
+                "deserves a look. The message says what is wrong, 'Fix' where to change it.")
+        _header(ws, 4, ["Check", "Status", "Message", "Condition", "Defined at", "Fix"],
+                [28, 10, 80, 50, 30, 30])
+        rows = self._check_rows()
+        for row, c in enumerate(rows, start=5):
+            bad = "warning" if c.kind == "warning" else "FAIL"
+            _put(ws, row, 1, c.name, f'=IFERROR(IF({c.cond},"ok","{bad}"),"error")',
+                 f'=IFERROR(IF({c.cond},"",{c.message}),"cannot be checked: a cell it reads '
+                 'holds an error value or text")', Text(c.condition), c.where, c.fix)
+        if rows:
+            last = 4 + len(rows)
+            self.check_rows = (5, last)
             self.check_range = f"Checks!$B$5:$B${last}"
             ws.conditional_formatting.add(f"B5:C{last}", FormulaRule(
-                formula=['$B5="FAIL"'], fill=FILL_BAD, font=FONT_BAD))
+                formula=['OR($B5="FAIL",$B5="error")'], fill=FILL_BAD, font=FONT_BAD))
             ws.conditional_formatting.add(f"B5:C{last}", FormulaRule(
                 formula=['$B5="warning"'], fill=FILL_WARN))
-
-    def _message(self, message: str) -> str:
-        """A constraint message as a formula: its {name} placeholders become live values."""
-        parts, pos = [], 0
-        for mt in re.finditer(r"\{([A-Za-z][A-Za-z0-9_]*)\}", message):
-            name = mt.group(1)
-            if name not in self.names:
-                continue
-            d = self.model.inputs.get(name)
-            categorical = d is not None and (bool(d.choices) or d.domain.kind == "boolean")
-            parts += [excel_string(message[pos:mt.start()]),
-                      self.names[name] + (CHOICE_SUFFIX if categorical else "")]
-            pos = mt.end()
-        parts.append(excel_string(message[pos:]))
-        return "&".join(p for p in parts if p != '""') or '""'
 
     # -- Summary ------------------------------------------------------------------------------
     def _summary(self, ws: Any) -> None:
@@ -444,18 +496,23 @@ class _Builder:
         if layout:
             info.append(("Layout", "=" + '&" "&'.join(f'"{n.upper()}="&{names[n]}'
                                                       for n in layout)))
-        if self.check_range:
-            fails, warns = (f'COUNTIF({self.check_range},"{w}")' for w in ("FAIL", "warning"))
-            info.append(("Layout checks", f'=IF({fails}>0,"FAIL: see the Checks sheet",'
-                         f'IF({warns}>0,{warns}&" warning(s): see the Checks sheet",'
-                         '"all pass"))'))
+        if self.check_rows:
+            ranges = [f"{quote_sheetname(t)}!$B${a}:$B${b}" for t, a, b in self.result_sheets]
+            ranges.append(f"Inputs!$B${self.inputs_rows[0]}:$B${self.inputs_rows[1]}")
+            info.append(("Status", status_formula(*self.check_rows, ranges)))
         for r, (label, value) in enumerate(info, start=3):
             _put(ws, r, 1, label, value).font = BOLD
-        if self.check_range:
-            ws.conditional_formatting.add(f"B{r}", FormulaRule(
-                formula=[f'COUNTIF({self.check_range},"FAIL")>0'], fill=FILL_BAD, font=FONT_BAD))
-            ws.conditional_formatting.add(f"B{r}", FormulaRule(
-                formula=[f'COUNTIF({self.check_range},"warning")>0'], fill=FILL_WARN))
+        if self.check_rows:
+            self._define(STATUS_NAME, ws.title, f"B{r}")
+            ws.cell(row=r, column=2).alignment = WRAP
+            ws.row_dimensions[r].height = 45
+            ws.merge_cells(start_row=r, start_column=2, end_row=r, end_column=5)
+            for word, fill, font in (("all pass", FILL_GOOD, BOLD), ("warning", FILL_WARN, BOLD),
+                                     ("FAIL", FILL_BAD, FONT_BAD), ("ERROR", FILL_BAD, FONT_BAD)):
+                test = (f'{STATUS_NAME}="all pass"' if word == "all pass"
+                        else f'LEFT({STATUS_NAME},{len(word)})="{word}"')
+                ws.conditional_formatting.add(f"A{r}:E{r}", FormulaRule(
+                    formula=[test], fill=fill, font=font))
         row = r + 2
         _put(ws, row, 1, "Key results").font = TITLE
         _header(ws, row + 1, ["Result", "Value", "Unit", "Name", "Doc"])

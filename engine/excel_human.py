@@ -1,0 +1,140 @@
+"""Human units as spreadsheet formulas: the rules of `humanize.human` written in Excel-2007
+functions, so a workbook shows "202.50 GiB" where the CLI does, live, for whatever value a cell
+holds after an edit; and the number formats of value cells (unit in the format, integers
+without decimals, counts with k/M/B/T where B is a billion).
+
+`human_text(ref, unit)` is an Excel expression (no leading '=') giving the text `human()` gives,
+joined as "NUMBER UNIT". `placeholder(...)` is how a check message shows a `{name}` (the rules of
+`CompiledModel.fill_message`). tests/test_excel_engines.py compares both with the engine.
+"""
+
+from __future__ import annotations
+
+from .units import parse_unit
+
+# The steps of humanize.human, per dimension (byte, s, FLOP, USD, J exponents):
+# (threshold and divisor in SI, unit name). Kept beside `human()` in meaning; the tests compare
+# the recalculated texts with `human()` itself.
+_B = (1, 0, 0, 0, 0)
+STEPS: dict[tuple[int, ...], tuple[str, list[tuple[float, str]]]] = {
+    _B: ("2f", [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"),
+                (1.0, "B")]),
+    (1, -1, 0, 0, 0): ("4g", [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")]),
+    (0, 0, 1, 0, 0): ("4g", [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"),
+                             (1e9, "GFLOP"), (1.0, "FLOP")]),
+    (0, -1, 1, 0, 0): ("4g", [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
+                              (1e9, "GFLOP/s"), (1.0, "FLOP/s")]),
+    (0, 0, 0, 0, 1): ("4g", [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),
+                             (1.0, "J")]),
+    (0, -1, 0, 0, 1): ("4g", [(1e6, "MW"), (1e3, "kW"), (1.0, "W")]),
+}
+TIME_STEPS = [(1e-3, 1e-6, "us"), (1.0, 1e-3, "ms"), (300.0, 1.0, "s"), (3 * 3600.0, 60.0, "min"),
+              (3 * 86400.0, 3600.0, "h"), (None, 86400.0, "days")]
+COUNT_STEPS = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]
+
+
+def num(v: float) -> str:
+    """A number as formula text."""
+    from .excel_printer import number_text
+
+    return number_text(v)
+
+
+def g4(x: str) -> str:
+    """Python's '{:.4g}' of the expression `x` (for |x| below 1e4, where it is not scientific)."""
+    return f'IF({x}=0,"0",ROUND({x},3-INT(LOG10(ABS({x}))))&"")'
+
+
+def _scaled(x: str, steps: list[tuple[float, str]], fmt: str, suffix: str = "") -> str:
+    """The first step whose threshold |x| reaches (the last one below all), formatted."""
+    def show(factor: float, name: str) -> str:
+        v = x if factor == 1 else f"{x}/{num(factor)}"
+        text = f'TEXT({v},"0.00")' if fmt == "2f" else g4(v)
+        label = f"{name} {suffix}".strip() if suffix else name
+        return f'{text}&" {label}"' if label else text
+
+    out = show(*steps[-1])
+    for factor, name in reversed(steps[:-1]):
+        out = f"IF(ABS({x})>={num(factor)},{show(factor, name)},{out})"
+    return out
+
+
+def general(x: str) -> str:
+    """humanize._num: 0; scientific beyond 1e5 or below 1e-3; 4 digits below 1000; else 1,234."""
+    return (f'IF({x}=0,"0",IF(OR(ABS({x})>=100000,ABS({x})<0.001),'
+            f'LOWER(TEXT({x},"0.000E+00")),IF(ABS({x})<1000,{g4(x)},TEXT({x},"#,##0"))))')
+
+
+def human_text(ref: str, unit: str) -> str:
+    """An Excel expression giving `' '.join(human(value, unit)).strip()` for the cell `ref`."""
+    try:
+        u = parse_unit(unit)
+    except ValueError:
+        return f'{general(ref)}&" {unit}"'
+    key = tuple(int(x) for x in u.dim)
+    si = ref if u.scale == 1 else f"{ref}*{num(u.scale)}"
+    if "GPU" in unit and u.scale != 1:
+        return _scaled(ref, [(1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")], "4g", unit)
+    if key in STEPS:
+        fmt, steps = STEPS[key]
+        return _scaled(si, steps, fmt)
+    if key == (0, 1, 0, 0, 0):
+        out = f'{g4(f"{si}/86400")}&" days"'
+        for limit, factor, name in reversed(TIME_STEPS[:-1]):
+            v = si if factor == 1 else f"{si}/{num(factor)}"
+            out = f'IF(ABS({si})<{num(limit)},{g4(v)}&" {name}",{out})'
+        return f'IF({si}=0,"0 s",{out})'
+    if key == (0, 0, 0, 1, 0):
+        return f'IF(ABS({si})>=100,TEXT({si},"#,##0"),TEXT({si},"0.00"))&" USD"'
+    if key == (0, -1, 0, 0, 0) and unit.startswith("token"):
+        return _scaled(si, [(1e6, "M"), (1e3, "k"), (1.0, "")], "4g", "token/s")
+    tail = "" if unit in ("1", "") else f'&" {unit}"'
+    if key == (0, 0, 0, 0, 0) and unit not in ("1", ""):
+        big = _scaled(ref, COUNT_STEPS, "4g", unit)
+        return f"IF(ABS({ref})>=10000,{big},{general(ref)}{tail})"
+    return general(ref) + tail
+
+
+def placeholder(ref: str, unit: str, choice: str | None = None, boolean: bool = False) -> str:
+    """How a check message shows `{name}` (CompiledModel.fill_message): a choice's label, true or
+    false, a whole number below 10,000 as it is, anything else in human units."""
+    if choice is not None:
+        return f'IF({choice},"true","false")' if boolean else choice
+    return f'IF(AND({ref}=INT({ref}),ABS({ref})<10000),{ref}&"",{human_text(ref, unit)})'
+
+
+# -- number formats of value cells -------------------------------------------------------------
+def _quoted(unit: str) -> str:
+    return '"' + unit.replace('"', "") + '"'
+
+
+def value_format(value: object, unit: str, integer: bool) -> str:
+    """The number format of a value cell: its unit inside the format (so the value column reads
+    "175.0 B parameter", "85,899,345,920 byte", "0.043 s"), integers without decimals, counts
+    with k/M/B/T (B always a billion), scientific where a fixed format would be unreadable."""
+    shown = "" if unit in ("1", "") else " " + _quoted(unit)
+    try:
+        v = abs(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "General"
+    try:
+        u = parse_unit(unit)
+        dimensionless = all(int(x) == 0 for x in u.dim) and u.scale == 1
+    except ValueError:
+        dimensionless = False
+    if dimensionless and unit not in ("1", "") and v >= 1e6:
+        # counts: 175.0 B parameter, 14.8 T token (two scales around the exported value)
+        if v >= 1e12:
+            return f'[>=1E12]#,##0.0,,,," T"{shown};[>=1E9]#,##0.0,,," B"{shown};#,##0{shown}'
+        if v >= 1e9:
+            return f'[>=1E9]#,##0.0,,," B"{shown};[>=1E6]#,##0.0,," M"{shown};#,##0{shown}'
+        return f'[>=1E6]#,##0.0,," M"{shown};#,##0{shown}'
+    if v >= 1e15:
+        return f"0.00E+00{shown}"
+    if integer or (v >= 1000 and float(value) == int(float(value))):  # type: ignore[arg-type]
+        return f"#,##0{shown}"
+    if v >= 1000:
+        return f"#,##0.0{shown}"
+    if v != 0 and v < 1e-3:
+        return f"0.00E+00{shown}"
+    return f"#,##0.0###{shown}"
