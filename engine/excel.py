@@ -25,6 +25,7 @@ from typing import Any
 
 from openpyxl import Workbook
 from openpyxl.chart import BarChart, Reference
+from openpyxl.comments import Comment
 from openpyxl.formatting.rule import FormulaRule
 from openpyxl.styles import Alignment, Font, PatternFill, Protection
 from openpyxl.utils import absolute_coordinate, get_column_letter, quote_sheetname
@@ -61,14 +62,6 @@ STATUS_NAME = "status"  # Summary's single status: "all pass", or the first FAIL
 FLAG_COL = 11  # hidden column K of a formula sheet: the row when Value is not a number
 CHOICE_SUFFIX = ".choice"
 
-MEMORY_PARTS = [("Weights", "weight_memory"), ("Gradients", "grad_memory"),
-                ("Master weights", "master_weight_memory"),
-                ("Optimizer states", "optimizer_memory"), ("Activations", "act_memory"),
-                ("Reserved", "reserved_memory")]
-TIME_PARTS = [("Compute", "compute_time"), ("Pipeline bubble", "pipeline_bubble_time"),
-              ("Pipeline sends", "pp_comm_time"),
-              ("Data-parallel comm (exposed)", "dp_comm_exposed"),
-              ("Optimizer step", "optimizer_time")]
 KEY_RESULTS = ["memory_per_gpu", "hbm_capacity", "hbm_capacity_used", "memory_fits",
                "memory_headroom", "step_time", "mfu", "hfu", "tokens_per_second",
                "tokens_per_second_per_gpu", "training_days", "gpu_hours", "cost_usd",
@@ -110,6 +103,8 @@ class ExportInfo:
     names: dict[str, str] = field(default_factory=dict)  # dlformula name -> defined name
     renamed: dict[str, str] = field(default_factory=dict)  # dlformula name -> reason
     sheets: list[str] = field(default_factory=list)
+    # breakdown tables on Summary: total -> (sheet, first row, last row) of its parts (column B)
+    parts: dict[str, tuple[str, int, int]] = field(default_factory=dict)
 
 
 def export(engine: Engine, config: str | None, output: str,
@@ -197,9 +192,12 @@ class _Builder:
         self.names, self.renamed = excel_names([*m.inputs, *m.constants, *m.quantities])
         printed = printed_formulas(engine, self.names)
         self.formulas, self.conditions = printed["quantities"], printed["checks"]
-        self.flags = set(printed["flags"])  # conditions used as numbers: shown as yes/no
+        self.flags = set(printed["flags"])
         self.wb = Workbook()
         self.info = ExportInfo("", names=dict(self.names), renamed=dict(self.renamed))
+        # totals whose parts Summary tables and charts: [(name as in eval, Excel text, what)]
+        self.breakdowns: dict[str, list[Any]] = printed.get("breakdowns", {})
+        self.parts_cells = self.info.parts
         spec_keys = {k for nid in engine.catalog.node_ids()
                      for k in engine.catalog.node(nid).specs}
         # Inputs fed by a node figure: one column each on the Hardware sheet.
@@ -537,21 +535,32 @@ class _Builder:
                     formula=[f"{mem}>{cap}"], fill=FILL_BAD, font=FONT_BAD))
                 ws.conditional_formatting.add(f"A{row}:C{row}", FormulaRule(
                     formula=[f"{mem}<={cap}"], fill=FILL_GOOD))
-        self._chart(ws, row + 2, "Memory per GPU", "GiB", MEMORY_PARTS, 2**30)
-        self._chart(ws, row + 2 + CHART_ROWS, "Step time", "s", TIME_PARTS, 1)
+        row += 2
+        for total, title, unit, divisor in (("memory_per_gpu", "Memory per GPU", "GiB", 2**30),
+                                            ("step_time", "Step time", "s", 1)):
+            row = self._chart(ws, row, total, title, unit, divisor)
         _fit_page_width(ws)
 
-    def _chart(self, ws: Any, row: int, title: str, unit: str, parts: list[tuple[str, str]],
-               divisor: int) -> None:
-        """A small live table of `parts` and a native bar chart of it beside."""
-        parts = [(label, n) for label, n in parts if n in self.names]
-        if not parts:
-            return
+    def _chart(self, ws: Any, row: int, total: str, title: str, unit: str,
+               divisor: int) -> int:
+        """A live table of the parts `total` adds up (named as in `eval`, read from its
+        formula), the total beneath, and a native bar chart of the parts beside; returns the
+        next free row."""
+        parts = self.breakdowns.get(total)
+        if not parts or total not in self.names:
+            return row
+        per = f"/{divisor}" if divisor != 1 else ""
         _put(ws, row, 1, f"{title} ({unit})", unit).font = BOLD
-        for i, (label, name) in enumerate(parts, start=row + 1):
-            ref = self.names[name] + (f"/{divisor}" if divisor != 1 else "")
-            _put(ws, i, 1, label, f"={ref}").offset(column=1).number_format = "#,##0.00###"
+        for i, (label, text, what) in enumerate(parts, start=row + 1):
+            cell = _put(ws, i, 1, label, f"=({text}){per}" if per else f"={text}")
+            if what != label:  # an overhead on other parts: say which
+                cell.comment = Comment(f"{label} = {what}", "dlformula")
+            ws.cell(row=i, column=2).number_format = "#,##0.00"
         last = row + len(parts)
+        _put(ws, last + 1, 1, f"{total} (the sum)", f"={self.names[total]}{per}").font = BOLD
+        ws.cell(row=last + 1, column=2).number_format = "#,##0.00"
+        ws.cell(row=last + 1, column=2).font = BOLD
+        self.parts_cells[total] = (ws.title, row + 1, last)
         chart = BarChart()
         chart.type, chart.title, chart.legend = "bar", f"{title} ({unit})", None
         chart.y_axis.title = unit
@@ -560,6 +569,7 @@ class _Builder:
         chart.set_categories(Reference(ws, min_col=1, min_row=row + 1, max_row=last))
         chart.height, chart.width = 7.5, 16
         ws.add_chart(chart, f"C{row}")
+        return row + max(CHART_ROWS, len(parts) + 3)
 
     # -- About --------------------------------------------------------------------------------
     def _about(self, ws: Any) -> None:

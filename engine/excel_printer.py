@@ -305,7 +305,58 @@ def print_formulas(fs: Any, names: Mapping[str, str],
         except ExcelPrintError as exc:
             raise ModelError(f"cannot export constraint '{c.name}' to Excel: {exc}",
                              c.path, c.line) from None
-    return {"quantities": quantities, "flags": flags, "checks": checks}
+    breakdowns = {total: [[label, printer.doprint(part), text] for label, part, text in
+                          breakdown(fs, total)]
+                  for total in BREAKDOWNS if total in fs.exprs}
+    return {"quantities": quantities, "flags": flags, "checks": checks, "breakdowns": breakdowns}
+
+
+BREAKDOWNS = ("memory_per_gpu", "step_time")  # totals whose parts Summary tables and charts
+
+
+def breakdown(fs: Any, total: str) -> list[tuple[str, Any, str]]:
+    """The additive parts of a quantity, read from the formulas' structure: (name as in `eval`,
+    sympy expression, what it is). A sum is split into its terms, a term `x * (1 + f)` into `x`'s
+    parts plus the overhead `f * x`, and a quantity defined as a sum of named quantities into
+    those; anything else is one part. The parts add up to the total by construction.
+    """
+    import sympy
+
+    exprs = fs.exprs
+
+    def split(e: Any, depth: int, text: str) -> list[tuple[str, Any, str]]:
+        if isinstance(e, sympy.Add):
+            return [p for t in _ordered_terms(e, text) for p in split(t, depth, text)]
+        if isinstance(e, sympy.Symbol):
+            sub = exprs.get(e.name)
+            if (depth < 3 and isinstance(sub, sympy.Add)
+                    and all(isinstance(a, sympy.Symbol) for a in sub.args)):
+                return split(sub, depth + 1, fs.quantities[e.name].expr)
+            return [(e.name, e, e.name)]
+        if isinstance(e, sympy.Mul):
+            for f in e.args:  # x * (1 + f): the parts of x, then the overhead f * x
+                if isinstance(f, sympy.Add) and sympy.S.One in f.args:
+                    rest = sympy.Mul(*[a for a in e.args if a is not f])
+                    extra = sympy.Add(*[a for a in f.args if a != 1])
+                    label = extra.name if isinstance(extra, sympy.Symbol) else str(extra)
+                    return [*split(rest, depth, text),
+                            (label, extra * rest, f"{label} x ({_plain(rest)})")]
+        return [(_plain(e), e, _plain(e))]
+
+    return split(exprs[total], 0, fs.quantities[total].expr)
+
+
+def _ordered_terms(e: Any, text: str) -> list[Any]:
+    """The terms of a sum in the order the formula file writes them."""
+    def key(t: Any) -> tuple[int, str]:
+        found = [m.start() for s in t.free_symbols
+                 for m in [re.search(rf"\b{re.escape(s.name)}\b", text)] if m]
+        return (min(found) if found else len(text), str(t))
+    return sorted(e.args, key=key)
+
+
+def _plain(e: Any) -> str:
+    return " ".join(str(e).split())
 
 
 def _short(expr: Any) -> str:

@@ -618,3 +618,52 @@ def test_every_input_has_a_domain_check(gpt3_book: Any) -> None:
     ws = wb["Checks"]
     checks = {ws.cell(row=r, column=1).value for r in range(5, ws.max_row + 1)}
     assert {d.config for d in result.model.inputs.values()} | {"hardware.node"} <= checks
+
+
+EXAMPLES = sorted(str(p) for p in (ROOT / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("total", ["memory_per_gpu", "step_time"])
+def test_breakdowns_add_up_to_their_total_for_every_example(engine: Engine, total: str) -> None:
+    from dlformula.excel_printer import breakdown
+
+    parts = breakdown(engine.formula_set, total)
+    names = [label for label, _, _ in parts]
+    if total == "memory_per_gpu":  # what the issue found missing from the chart
+        assert {"allocator_overhead", "zero3_working_memory", "reserved_memory"} <= set(names)
+    for name in names:
+        if name != "allocator_overhead":
+            assert name in engine.model.quantities or name in engine.model.inputs, name
+    assert len(EXAMPLES) >= 5
+    for config in EXAMPLES:
+        values = engine.evaluate(config).values
+        subs = {sympy.Symbol(k): v for k, v in values.items() if not isinstance(v, str)}
+        got = sum(float(e.evalf(subs=subs)) for _, e, _ in parts)
+        assert math.isclose(got, values[total], rel_tol=1e-9), (config, got, values[total])
+
+
+def test_summary_tables_hold_every_part_and_the_total(gpt3_book: Any) -> None:
+    wb, info, _ = gpt3_book
+    ws = wb["Summary"]
+    sheet, first, last = info.parts["memory_per_gpu"]
+    labels = [ws[f"A{r}"].value for r in range(first, last + 1)]
+    assert labels[-2:] == ["allocator_overhead", "reserved_memory"]
+    assert ws[f"A{last + 1}"].value == "memory_per_gpu (the sum)"
+    assert ws[f"B{last + 1}"].value == "=memory_per_gpu/1073741824"
+    chart = ws._charts[0]
+    assert chart.series[0].val.numRef.f == f"'Summary'!$B${first}:$B${last}"
+
+
+def test_breakdown_tables_add_up_after_recalculation(
+        recalculated: list[tuple[Case, Any]]) -> None:
+    checked = 0
+    for case, wb in recalculated:
+        if case.label.startswith("trust") or case.expected is None:
+            continue
+        for total, divisor in (("memory_per_gpu", 2**30), ("step_time", 1)):
+            sheet, first, last = case.info.parts[total]
+            parts = [wb[sheet][f"B{r}"].value for r in range(first, last + 1)]
+            assert math.isclose(sum(parts), case.expected[total] / divisor, rel_tol=1e-9), (
+                case.label, total, parts)
+            checked += 1
+    assert checked > 40
