@@ -667,3 +667,22 @@ def test_breakdown_tables_add_up_after_recalculation(
                 case.label, total, parts)
             checked += 1
     assert checked > 40
+
+
+def test_check_messages_read_as_the_clis_in_human_units(
+        recalculated: list[tuple[Case, Any]]) -> None:
+    """Every warning shown on Checks is the engine's message, GiB and all, not raw numbers."""
+    compared = 0
+    for case, wb in recalculated:
+        if case.label.startswith("trust") or case.expected is None:
+            continue
+        ws = wb["Checks"]
+        shown = [ws.cell(row=r, column=3).value for r in range(5, ws.max_row + 1)
+                 if ws.cell(row=r, column=2).value == "warning"]
+        assert shown == case.model.warnings(case.expected), case.label
+        compared += len(shown)
+    assert compared >= 10
+    memory = [m for c, _ in recalculated if c.expected for m in c.model.warnings(c.expected)
+              if m.startswith("memory_per_gpu = ")]
+    assert memory and all(re.match(r"memory_per_gpu = [\d.]+ [KMGT]iB exceeds hbm_capacity = "
+                                   r"[\d.]+ [KMGT]iB", m) for m in memory)
