@@ -43,13 +43,14 @@ from .excel_checks import (
     numbers_row,
     status_formula,
 )
+from .excel_human import human_text, render, value_format
 from .excel_printer import (
     excel_names,
     excel_string,
-    human_formula,
     printed_formulas,
     validation_formula,
 )
+from .humanize import human
 from .units import parse_unit
 
 # Sheet order and titles of the core formula files; plugin files follow alphabetically.
@@ -59,7 +60,8 @@ GROUP_TITLES = {"comm": "Communication", "hardware": "Accelerator", "moe": "MoE"
 FIXED_SHEETS = ["About", "Summary", "Inputs", "Hardware", "Checks"]
 NODE_NAME = "hardware.node"  # a dot: no dlformula name can take it
 STATUS_NAME = "status"  # Summary's single status: "all pass", or the first FAIL and its fix
-FLAG_COL = 11  # hidden column K of a formula sheet: the row when Value is not a number
+HEADER_ROWS = {"Hardware": 4}  # the row of column titles a printed page repeats (default 4)
+FLAG_COL = 10  # hidden column J of a formula sheet: the row when Value is not a number
 CHOICE_SUFFIX = ".choice"
 
 KEY_RESULTS = ["memory_per_gpu", "hbm_capacity", "hbm_capacity_used", "memory_fits",
@@ -166,6 +168,54 @@ def _fit_page_width(ws: Any) -> None:
     ws.page_setup.fitToWidth, ws.page_setup.fitToHeight = 1, 0
 
 
+def _print_setup(ws: Any, header_row: int | None) -> None:
+    """Landscape, one page wide, the header rows repeated on every page, a print area over
+    what the sheet holds (the hidden bookkeeping column left out), small margins."""
+    _fit_page_width(ws)
+    ws.page_setup.paperSize = ws.PAPERSIZE_A4
+    ws.page_margins.left = ws.page_margins.right = 0.4
+    ws.page_margins.top = ws.page_margins.bottom = 0.5
+    if header_row:
+        ws.print_title_rows = f"{header_row}:{header_row}"
+    last_col = ws.max_column
+    while last_col > 1 and ws.column_dimensions[get_column_letter(last_col)].hidden:
+        last_col -= 1
+    ws.print_area = f"A1:{get_column_letter(last_col)}{ws.max_row}"
+    ws.oddFooter.center.text = "&A: page &P of &N"
+
+
+WIDTH_CAPS = {"Doc": 60, "Source": 40, "Definition": 60, "Message": 90, "Condition": 50,
+              "Name": 44, "From": 40}
+
+
+def _autosize(ws: Any, hints: dict[tuple[str, str], str]) -> None:
+    """Size each column to the longest text it shows (formulas by the text their exported
+    value shows, numbers under their format), so no number reads ###; long prose is capped."""
+    widths: dict[int, int] = {}
+    heads: dict[int, str] = {}
+    for row in ws.iter_rows(min_row=3):
+        for c in row:
+            v = c.value
+            text = hints.get((ws.title, c.coordinate))
+            if text is None:
+                if isinstance(v, str) and not v.startswith("=") or isinstance(v, Text):
+                    text = v
+                    if c.fill.fgColor.rgb == FILL_HEAD.fgColor.rgb:  # a column title
+                        heads.setdefault(c.column, v)
+                elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                    text = render(v, c.number_format)
+                else:
+                    continue
+            n = len(text) * (1.2 if c.font is not None and c.font.b else 1.0)
+            widths[c.column] = max(widths.get(c.column, 0), int(n + 2.5))
+    for col, width in widths.items():
+        letter = get_column_letter(col)
+        cap = WIDTH_CAPS.get(heads.get(col, ""), 50)
+        dim = ws.column_dimensions[letter]
+        if not dim.hidden:
+            dim.width = max(8, min(cap, width)) if col > 1 else max(10, min(44, width))
+
+
 def _protect(ws: Any) -> None:
     """Lock every cell but the unlocked inputs; no password, so a planner can still unprotect
     the sheet deliberately (Review > Unprotect Sheet). Resizing and selecting stay allowed."""
@@ -198,6 +248,7 @@ class _Builder:
         # totals whose parts Summary tables and charts: [(name as in eval, Excel text, what)]
         self.breakdowns: dict[str, list[Any]] = printed.get("breakdowns", {})
         self.parts_cells = self.info.parts
+        self.hints: dict[tuple[str, str], str] = {}  # (sheet, cell) -> the text it shows
         spec_keys = {k for nid in engine.catalog.node_ids()
                      for k in engine.catalog.node(nid).specs}
         # Inputs fed by a node figure: one column each on the Hardware sheet.
@@ -216,20 +267,34 @@ class _Builder:
         self.wb.defined_names[name] = DefinedName(name, attr_text=f"{quote_sheetname(sheet)}!"
                                                                   f"{ref}")
 
-    def _name_cell(self, ws: Any, row: int, name: str, shown_at: int) -> None:
-        """Give column B of `row` the defined name of `name`; show a changed name."""
+    def _name_cell(self, ws: Any, row: int, name: str, shown_at: int, unit: str = "1",
+                   integer: bool = False) -> None:
+        """Give column B of `row` the defined name of `name` and a number format with its unit;
+        show a changed name."""
         self._define(self.names[name], ws.title, f"B{row}")
         self.info.cells[name] = (ws.title, f"B{row}")
+        value = self._value(name)
+        cell = ws.cell(row=row, column=2)
+        if not isinstance(value, (bool, str)) and value is not None:
+            cell.number_format = value_format(value, unit, integer)
+            self.hints[(ws.title, cell.coordinate)] = render(value, cell.number_format)
         if name in self.renamed:
             ws.cell(row=row, column=shown_at, value=self.names[name])
 
+    def _value(self, name: str) -> Any:
+        v = self.result.values.get(name)
+        return self.result.config.values.get(name) if v is None else v
+
     def _human(self, ws: Any, row: int, col: int, name: str, unit: str) -> None:
-        """Human value and unit of a named cell in columns `col` and `col + 1`."""
+        """The value of a named cell in the CLI's human units, live: one text cell."""
+        ref = self.names[name]
         if name in self.flags:
-            _put(ws, row, col, f'=IF({self.names[name]}=1,"yes","no")')
-            return
-        formula, label, fmt = human_formula(self.names[name], self.result.values[name], unit)
-        _put(ws, row, col, formula, label).number_format = fmt
+            text, shown = f'=IF({ref}=1,"yes","no")', "yes"
+        else:
+            text = "=" + human_text(ref, unit)
+            shown = " ".join(human(self._value(name), unit)).strip()
+        _put(ws, row, col, text)
+        self.hints[(ws.title, ws.cell(row=row, column=col).coordinate)] = shown
 
     # -- the workbook -------------------------------------------------------------------------
     def build(self) -> tuple[Workbook, ExportInfo]:
@@ -247,6 +312,10 @@ class _Builder:
         wb.calculation.fullCalcOnLoad = True  # no cached values: compute on open
         for ws in wb.worksheets:
             _protect(ws)
+            if ws.title != "About":
+                _autosize(ws, self.hints)
+            _print_setup(ws, HEADER_ROWS.get(ws.title, 4) if ws.title not in ("About",
+                                                                               "Summary") else None)
         self.info.sheets = wb.sheetnames
         return wb, self.info
 
@@ -270,9 +339,8 @@ class _Builder:
         _titles(ws, "Inputs", "Type in the yellow cells (categorical settings: pick from the "
                 "drop-down in 'Choose'). Green cells are looked up from the Hardware sheet for "
                 "the node chosen below. 'Value' is in the unit shown; formulas read it by name.")
-        _header(ws, 4, ["Name", "Value", "Choose", "Unit", "Human value", "Human unit",
-                        "Default", "Domain", "Config key", "From", "Doc", "Source",
-                        "Excel name"], [26, 18, 14, 12, 14, 11, 12, 20, 26, 34, 60, 40, 16])
+        _header(ws, 4, ["Name", "Value", "Choose", "Unit", "Readable", "Default", "Domain",
+                        "Config key", "From", "Doc", "Source", "Excel name"])
         row = 5
         for group in _ordered({d.group for d in m.inputs.values()}):
             _put(ws, row, 1, group).font = BOLD
@@ -289,8 +357,8 @@ class _Builder:
         for name, c in m.constants.items():
             _put(ws, row, 1, name, c.value).offset(column=1).fill = FILL_CONST
             _put(ws, row, 4, c.unit)
-            _put(ws, row, 10, f"{_short_path(c.path)}:{c.line}", Text(c.doc), Text(c.source))
-            self._name_cell(ws, row, name, 13)
+            _put(ws, row, 9, f"{_short_path(c.path)}:{c.line}", Text(c.doc), Text(c.source))
+            self._name_cell(ws, row, name, 12, c.unit)
             row += 1
         _put(ws, row + 1, 1, "Names changed for Excel").font = BOLD
         _put(ws, row + 1, 2, "A defined name must not read as a cell reference (h100, tp1), an "
@@ -313,7 +381,7 @@ class _Builder:
         _validate(ws, f"C{row}", "list", "hardware.ids", "Unknown node",
                   "Pick a node id listed on the Hardware sheet.")
         c.protection = UNLOCKED
-        _put(ws, row, 9, NODE_NAME, "config" if node else "not set",
+        _put(ws, row, 8, NODE_NAME, "config" if node else "not set",
              "Hardware node type (an id from the Hardware sheet). Choosing another switches "
              "every green figure below; figures the config sets itself stay as pasted.",
              None, NODE_NAME)
@@ -366,12 +434,12 @@ class _Builder:
             rule = validation_formula(d.domain, f"B{row}")
             if rule:
                 _validate(ws, f"B{row}", "custom", rule, name, f"{name} must be {d.domain.text}")
-        self._name_cell(ws, row, name, 13)
+        self._name_cell(ws, row, name, 12, d.unit, d.domain.kind == "integer")
         _put(ws, row, 4, d.unit)
         if not categorical:
             self._human(ws, row, 5, name, d.unit)
         default = str(d.default).upper() if isinstance(d.default, bool) else d.default
-        _put(ws, row, 7, default, d.domain.text, d.config, where, Text(d.doc), Text(d.source))
+        _put(ws, row, 6, default, d.domain.text, d.config, where, Text(d.doc), Text(d.source))
 
     # -- Hardware -----------------------------------------------------------------------------
     def _hardware(self, ws: Any) -> None:
@@ -380,7 +448,7 @@ class _Builder:
                 "input they feed (row 5). The node chosen on Inputs is highlighted; its figures "
                 "are looked up by INDEX/MATCH. Sources are listed below the table.")
         _put(ws, 3, 1, "Chosen node:", f"={NODE_NAME}").font = BOLD
-        _header(ws, 4, ["Node id", "Name", "Vendor", *keys], [16, 44, 10] + [16] * len(keys))
+        _header(ws, 4, ["Node id", "Name", "Vendor", *keys])
         ws.freeze_panes = "B6"
         for i, key in enumerate(keys):
             _put(ws, 5, 4 + i, self.hw_inputs[key].unit).font = NOTE
@@ -389,6 +457,16 @@ class _Builder:
         for r, node in enumerate(nodes, start=first):
             _put(ws, r, 1, node.id, Text(node.name), Text(node.vendor), *(
                 _catalog_value(node.specs.get(k), self.hw_inputs[k]) for k in keys))
+        for i, key in enumerate(keys):  # one format per column, from its largest figure
+            col = [ws.cell(row=r, column=4 + i) for r in range(first, last + 1)]
+            nums = [c.value for c in col if isinstance(c.value, (int, float))
+                    and not isinstance(c.value, bool)]
+            if nums:
+                d = self.hw_inputs[key]
+                fmt = value_format(max(nums, key=abs), d.unit, d.domain.kind == "integer"
+                                   or all(float(v) == int(v) for v in nums))
+                for c in col:
+                    c.number_format = fmt
         lastcol = get_column_letter(3 + max(len(keys), 1))
         self._define("hardware.ids", ws.title, f"A{first}", f"A{last}")
         self._define("hardware.keys", ws.title, "D4", f"{lastcol}4")
@@ -418,15 +496,17 @@ class _Builder:
         _titles(ws, f"{ws.title}: formulas from {', '.join(paths)}", "Every 'Value' cell is a "
                 "live formula over named cells, in the unit shown (SI as in `dlformula eval "
                 "--format json`); 'Human value' converts it.")
-        _header(ws, 4, ["Name", "Value", "Unit", "Human value", "Human unit", "Definition",
-                        "Doc", "Source", "Defined at", "Excel name"],
-                [30, 20, 12, 14, 12, 60, 60, 40, 26, 16])
+        _header(ws, 4, ["Name", "Value", "Unit", "Readable", "Definition", "Doc", "Source",
+                        "Defined at", "Excel name"])
         for row, name in enumerate(names, start=5):
             q = m.quantities[name]
             _put(ws, row, 1, name, self.formulas[name], q.unit)
-            self._name_cell(ws, row, name, 10)
+            value = self._value(name)
+            whole = q.unit not in ("1", "") and isinstance(value, (int, float)) and (
+                float(value) == int(value) and not any(parse_unit(q.unit).dim))
+            self._name_cell(ws, row, name, 9, q.unit, whole)
             self._human(ws, row, 4, name, q.unit)
-            _put(ws, row, 6, Text(" ".join(q.expr.split())), Text(q.doc), Text(q.source),
+            _put(ws, row, 5, Text(" ".join(q.expr.split())), Text(q.doc), Text(q.source),
                  f"{_short_path(q.path)}:{q.line}")
             # The row number when Value is not a number (an error, or text typed over it): the
             # Checks sheet names the first such cell. Hidden: it is bookkeeping.
@@ -490,7 +570,7 @@ class _Builder:
                 ("Hardware node", f"={NODE_NAME}")]
         if "gpus" in have:
             info.append(("GPUs", f"={names['gpus']}"))
-        layout = [n for n in ("tp", "pp", "dp", "cp", "vpp") if n in m.inputs]
+        layout = [n for n in ("tp", "pp", "dp", "cp", "ep", "vpp") if n in m.inputs]
         if layout:
             info.append(("Layout", "=" + '&" "&'.join(f'"{n.upper()}="&{names[n]}'
                                                       for n in layout)))
@@ -513,7 +593,7 @@ class _Builder:
                     formula=[test], fill=fill, font=font))
         row = r + 2
         _put(ws, row, 1, "Key results").font = TITLE
-        _header(ws, row + 1, ["Result", "Value", "Unit", "Name", "Doc"])
+        _header(ws, row + 1, ["Result", "Value", "Exact value", "Name", "Doc"])
         ws.freeze_panes = None
         row += 1
         keys = [n for n in KEY_RESULTS if n in have]
@@ -526,8 +606,12 @@ class _Builder:
                  name, Text(d.doc))
             if d.unit == "1" and name not in self.flags:
                 _put(ws, row, 2, f"={names[name]}").number_format = "0.0%"
+                self.hints[(ws.title, f"B{row}")] = f"{self._value(name) * 100:.1f}%"
             else:
                 self._human(ws, row, 2, name, d.unit)
+            exact = _put(ws, row, 3, f"={names[name]}")
+            exact.number_format = value_format(self._value(name), d.unit, False)
+            self.hints[(ws.title, f"C{row}")] = render(self._value(name), exact.number_format)
             ws.cell(row=row, column=2).font = BOLD
             if fits and name in MEMORY_ROWS | {"hbm_capacity"}:
                 mem, cap = names["memory_per_gpu"], names["hbm_capacity"]

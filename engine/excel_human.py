@@ -104,37 +104,102 @@ def placeholder(ref: str, unit: str, choice: str | None = None, boolean: bool = 
 
 
 # -- number formats of value cells -------------------------------------------------------------
-def _quoted(unit: str) -> str:
-    return '"' + unit.replace('"', "") + '"'
-
-
 def value_format(value: object, unit: str, integer: bool) -> str:
-    """The number format of a value cell: its unit inside the format (so the value column reads
-    "175.0 B parameter", "85,899,345,920 byte", "0.043 s"), integers without decimals, counts
-    with k/M/B/T (B always a billion), scientific where a fixed format would be unreadable."""
-    shown = "" if unit in ("1", "") else " " + _quoted(unit)
+    """The number format of a value cell: its unit inside the format ("175.0 B parameter",
+    "85,899,345,920 byte", "3.12E+14 FLOP/s", "0.0432 s"), whole numbers without decimals,
+    counts with k/M/B/T (B always a billion), scientific beyond what a fixed format reads."""
     try:
         v = abs(float(value))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "General"
+    whole = integer or float(value) == int(float(value))  # type: ignore[arg-type]
+    tail = "" if unit in ("1", "") else '" ' + unit.replace('"', "") + '"'
+
+    def counted(label: str) -> str:
+        return '" ' + (label + " " + unit.replace('"', "")).strip() + '"'
     try:
         u = parse_unit(unit)
-        dimensionless = all(int(x) == 0 for x in u.dim) and u.scale == 1
+        key = tuple(int(x) for x in u.dim)
     except ValueError:
-        dimensionless = False
-    if dimensionless and unit not in ("1", "") and v >= 1e6:
-        # counts: 175.0 B parameter, 14.8 T token (two scales around the exported value)
+        u, key = None, None
+    count = ("GPU" in unit) or (key == (0, 0, 0, 0, 0) and unit not in ("1", ""))
+    if count and v >= 1e6:  # two scales around the exported value, plain digits below
         if v >= 1e12:
-            return f'[>=1E12]#,##0.0,,,," T"{shown};[>=1E9]#,##0.0,,," B"{shown};#,##0{shown}'
+            return (f'[>=1E12]#,##0.0,,,,{counted("T")};[>=1E9]#,##0.0,,,{counted("B")};'
+                    f"#,##0{tail}")
         if v >= 1e9:
-            return f'[>=1E9]#,##0.0,,," B"{shown};[>=1E6]#,##0.0,," M"{shown};#,##0{shown}'
-        return f'[>=1E6]#,##0.0,," M"{shown};#,##0{shown}'
-    if v >= 1e15:
-        return f"0.00E+00{shown}"
-    if integer or (v >= 1000 and float(value) == int(float(value))):  # type: ignore[arg-type]
-        return f"#,##0{shown}"
+            return (f'[>=1E9]#,##0.0,,,{counted("B")};[>=1E6]#,##0.0,,{counted("M")};'
+                    f"#,##0{tail}")
+        return f'[>=1E6]#,##0.0,,{counted("M")};#,##0{tail}'
+    if key == (1, 0, 0, 0, 0):  # bytes: every byte up to a PiB, scientific beyond
+        return f"#,##0{tail}" if v < 2**50 else f"0.00E+00{tail}"
+    if key == (0, 0, 0, 1, 0):
+        return f"#,##0{tail}" if v >= 100 else f"#,##0.00{tail}"
+    plain = count or key in ((0, 1, 0, 0, 0), (0, 0, 0, 0, 0)) or key is None
+    if v >= (1e15 if plain else 1e6):
+        return f"0.00E+00{tail}"
+    if whole and (integer or v >= 1000 or count):
+        return f"#,##0{tail}"
     if v >= 1000:
-        return f"#,##0.0{shown}"
+        return f"#,##0.0{tail}"
     if v != 0 and v < 1e-3:
-        return f"0.00E+00{shown}"
-    return f"#,##0.0###{shown}"
+        return f"0.00E+00{tail}"
+    return f"#,##0.0###{tail}"
+
+
+def render(value: object, fmt: str) -> str:
+    """The text a spreadsheet shows for a number under the formats `value_format` writes
+    (sections with [>=X] conditions, thousands separators, scaling commas, optional decimals,
+    scientific, percent, quoted text), to size columns so no value shows as ###."""
+    import re
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "" if value is None else str(value)
+    v = float(value)
+    if fmt == "General":
+        return f"{v:.10g}" if v != int(v) or abs(v) >= 1e11 else str(int(v))
+    sections = _sections(fmt)
+    chosen = sections[-1][1]
+    for cond, body in sections:
+        if cond is None or cond(v):
+            chosen = body
+            break
+    texts = re.findall(r'"([^"]*)"', chosen)
+    pattern = re.sub(r'"[^"]*"', "\x00", chosen)
+    core = pattern.split("\x00")[0].strip()
+    suffix = "".join(texts)
+    if "E+" in core:
+        mant = core.split("E")[0]
+        digits = len(mant.split(".")[1]) if "." in mant else 0
+        m, e = f"{v:.{digits}E}".split("E")
+        return f"{m}E{int(e):+03d}{suffix}"
+    if core.endswith("%"):
+        v, core = v * 100, core[:-1]
+        suffix = "%" + suffix
+    scale = len(core) - len(core.rstrip(","))
+    core = core.rstrip(",")
+    v /= 1000.0 ** scale
+    decimals = core.split(".")[1] if "." in core else ""
+    fixed = len(decimals.rstrip("#"))
+    text = f"{v:,.{len(decimals)}f}" if "," in core else f"{v:.{len(decimals)}f}"
+    if len(decimals) > fixed:  # optional digits: trailing zeros dropped down to `fixed`
+        whole, frac = text.split(".")
+        frac = frac.rstrip("0").ljust(fixed, "0")
+        text = f"{whole}.{frac}" if frac else whole
+    return text + suffix
+
+
+def _sections(fmt: str) -> list[tuple[object, str]]:
+    import re
+
+    out: list[tuple[object, str]] = []
+    for part in fmt.split(";"):
+        m = re.match(r"^\[(>=|>|<=|<)([-+0-9.E]+)\](.*)$", part)
+        if m:
+            op, lim = m.group(1), float(m.group(2))
+            cond = {">=": lambda x, lim=lim: x >= lim, ">": lambda x, lim=lim: x > lim,
+                    "<=": lambda x, lim=lim: x <= lim, "<": lambda x, lim=lim: x < lim}[op]
+            out.append((cond, m.group(3)))
+        else:
+            out.append((None, part))
+    return out

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
-from .units import parse_unit
 
 # Precedence of what a printed piece is, Excel's rules: comparison < + - < * / < ^ < unary -.
 PREC_REL, PREC_ADD, PREC_MUL, PREC_POW, PREC_NEG, PREC_ATOM = 1, 2, 3, 4, 5, 6
@@ -499,66 +498,3 @@ def validation_formula(domain: Any, cell: str) -> str | None:
     if domain.hi is not None:
         parts.append(f"{cell}{'<=' if domain.hi_inclusive else '<'}{number_text(domain.hi)}")
     return f"AND({','.join(parts)})"
-
-
-_HUMAN_STEPS: dict[tuple[int, ...], list[tuple[float, str]]] = {
-    (1, 0, 0, 0, 0): [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"),
-                      (1.0, "B")],
-    (1, -1, 0, 0, 0): [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")],
-    (0, 1, 0, 0, 0): [(86400.0 * 3, "days"), (3600.0 * 3, "h"), (300.0, "min"), (1.0, "s"),
-                      (1e-3, "ms"), (1e-6, "us")],
-    (0, 0, 1, 0, 0): [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"),
-                      (1e9, "GFLOP"), (1.0, "FLOP")],
-    (0, -1, 1, 0, 0): [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
-                       (1e9, "GFLOP/s"), (1.0, "FLOP/s")],
-    (0, 0, 0, 0, 1): [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),
-                      (1.0, "J")],
-    (0, -1, 0, 0, 1): [(1e6, "MW"), (1e3, "kW"), (1.0, "W")],
-}
-_TIME_SCALE = {"days": 86400.0, "h": 3600.0, "min": 60.0}
-
-
-HUMAN_FORMAT = "#,##0.0##"
-MONEY_FORMAT = "#,##0"
-
-
-def human_formula(ref: str, value: Any, unit: str) -> tuple[str, str, str]:
-    """(formula, unit text, number format) showing the named cell `ref` in a readable unit."""
-    factor, label = human_unit(value, unit)
-    fmt = MONEY_FORMAT if label.endswith("USD") else HUMAN_FORMAT
-    if factor == 1:
-        return f"={ref}", label, fmt
-    for scale, op in ((factor, "*"), (1 / factor, "/")):
-        if scale >= 1 and abs(scale - round(scale)) <= 1e-12 * scale:
-            return f"={ref}{op}{int(round(scale))}", label, fmt
-    return f"={ref}*{number_text(factor)}", label, fmt
-
-
-def human_unit(value: Any, unit: str) -> tuple[float, str]:
-    """(factor, unit text): value * factor reads well in that unit (picked from `value`)."""
-    try:
-        v = float(value)
-        u = parse_unit(unit)
-    except (TypeError, ValueError):
-        return 1.0, unit
-    key = tuple(int(x) for x in u.dim)
-    if "GPU" in unit and u.scale != 1 or (key == (0, 0, 0, 0, 0) and unit not in ("1", "")):
-        for factor, name in [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]:
-            if abs(v) >= max(factor, 1e4):
-                return 1 / factor, f"{name} {unit}"
-        return 1.0, unit
-    if key == (0, -1, 0, 0, 0) and unit.startswith("token"):
-        for factor, name in [(1e6, "M"), (1e3, "k")]:
-            if abs(v) >= factor:
-                return 1 / factor, f"{name} token/s"
-        return 1.0, unit
-    steps = _HUMAN_STEPS.get(key)
-    if steps is None:
-        return 1.0, "" if unit == "1" else unit
-    si = v * u.scale
-    scale, name = steps[-1] if si != 0 or key != (0, 1, 0, 0, 0) else (1.0, "s")
-    for threshold, label in steps:
-        if abs(si) >= threshold:
-            scale, name = threshold, label
-            break
-    return u.scale / _TIME_SCALE.get(name, scale), name

@@ -32,7 +32,6 @@ from dlformula.excel_printer import (
     ExcelPrinter,
     ExcelPrintError,
     excel_names,
-    human_unit,
     name_problem,
 )
 from dlformula.resources import DataFolder, builtin_folders
@@ -110,12 +109,24 @@ def test_names_excel_would_misread_are_mangled() -> None:
     assert name_problem("act_memory") is None
 
 
-def test_human_units_pick_a_readable_scale() -> None:
-    assert human_unit(3 * 2**30, "byte") == (2.0**-30, "GiB")
-    assert human_unit(0.004, "s") == (1000.0, "ms")
-    assert human_unit(4e5, "s") == (1 / 86400, "days")
-    assert human_unit(3e14, "FLOP/s") == (1e-12, "TFLOP/s")
-    assert human_unit(0.45, "1") == (1.0, "")
+@pytest.mark.parametrize("value, unit, integer, shown", [
+    (175e9, "parameter", False, "175.0 B parameter"),  # B is a billion, never a byte
+    (14.8e12, "token", False, "14.8 T token"),
+    (300e6, "parameter", False, "300.0 M parameter"),
+    (85899345920, "byte", False, "85,899,345,920 byte"),
+    (2.0**60, "byte", False, "1.15E+18 byte"),  # beyond a PiB: scientific
+    (3.12e14, "FLOP/s", False, "3.12E+14 FLOP/s"),
+    (0.0432, "s", False, "0.0432 s"),
+    (96, "layer", True, "96 layer"),  # whole numbers without decimals
+    (96.0, "layer", False, "96 layer"),
+    (4122928.3, "USD", False, "4,122,928 USD"),
+    (0.456, "1", False, "0.456"),
+])
+def test_value_cells_show_their_unit(value: float, unit: str, integer: bool,
+                                     shown: str) -> None:
+    from dlformula.excel_human import render, value_format
+
+    assert render(value, value_format(value, unit, integer)) == shown
 
 
 # -- the workbook -------------------------------------------------------------------------------
@@ -177,7 +188,7 @@ def test_a_config_figure_overrides_the_node_lookup(engine: Engine) -> None:
     ws = wb["Inputs"]
     sheet, cell = info.cells["hbm_capacity"]
     assert ws[cell].value == 96 * 2**30
-    assert "overrides the node's figure" in ws[f"J{cell[1:]}"].value
+    assert "overrides the node's figure" in ws[f"I{cell[1:]}"].value
     assert str(ws[info.cells["tdp"][1]].value).startswith("=INDEX(")
 
 
@@ -518,7 +529,7 @@ def test_defined_names_survive_libreoffice(recalculated: list[tuple[Case, Any]])
     assert mapping["h100"] == "_h100" and mapping["Tp1"] == "_Tp1_2"
     assert "Excel names" in wb.sheetnames  # a plugin's formula file gets its own sheet
     sheet, cell = case.info.cells["c"]
-    assert wb[sheet][f"G{cell[1:]}"].value.startswith("=2r - h100^2: unary minus")  # text
+    assert wb[sheet][f"F{cell[1:]}"].value.startswith("=2r - h100^2: unary minus")  # text
 
 
 # -- a workbook a planner can trust after editing it (issue 15) -----------------------------------
@@ -686,3 +697,41 @@ def test_check_messages_read_as_the_clis_in_human_units(
               if m.startswith("memory_per_gpu = ")]
     assert memory and all(re.match(r"memory_per_gpu = [\d.]+ [KMGT]iB exceeds hbm_capacity = "
                                    r"[\d.]+ [KMGT]iB", m) for m in memory)
+
+
+def test_no_number_overflows_its_column_for_any_example(engine: Engine) -> None:
+    """At the widths the workbook sets, no value cell, readable text or catalog figure of any
+    example is wider than its column (a spreadsheet would show ###)."""
+    from dlformula.excel_human import render
+    from dlformula.humanize import human
+
+    for config in EXAMPLES:
+        result = engine.evaluate(config)
+        wb, info = build_workbook(engine, result)
+        values = {**result.config.values, **result.values}
+        shown: list[tuple[str, str, str]] = []  # (sheet, cell, text)
+        for name, (sheet, cell) in info.cells.items():
+            v = values.get(name, result.model.constants.get(name) and
+                           result.model.constants[name].value)
+            ws = wb[sheet]
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                continue
+            shown.append((sheet, cell, render(v, ws[cell].number_format)))
+            readable = "E" if sheet == "Inputs" else "D"
+            text = ws[f"{readable}{cell[1:]}"].value
+            if isinstance(text, str) and text.startswith("=") and "yes" not in text:
+                d = result.model.quantities.get(name) or result.model.inputs[name]
+                shown.append((sheet, f"{readable}{cell[1:]}", " ".join(human(v, d.unit))))
+        hw = wb["Hardware"]
+        for row in hw.iter_rows(min_row=6, max_row=5 + len(engine.catalog.node_ids()),
+                                min_col=4):
+            shown += [("Hardware", c.coordinate, render(c.value, c.number_format)) for c in row
+                      if isinstance(c.value, (int, float))]
+        assert len(shown) > 600
+        too_wide = [f"{s}!{c}: {t!r} in width {_width(wb[s], c)}" for s, c, t in shown
+                    if len(t) + 1 > _width(wb[s], c)]
+        assert not too_wide, (config, too_wide[:10])
+
+
+def _width(ws: Any, cell: str) -> float:
+    return ws.column_dimensions[cell.rstrip("0123456789")].width or 8.43
