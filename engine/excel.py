@@ -172,20 +172,25 @@ def _print_setup(ws: Any, header_row: int | None) -> None:
     """Landscape, one page wide, the header rows repeated on every page, a print area over
     what the sheet holds (the hidden bookkeeping column left out), small margins."""
     _fit_page_width(ws)
-    ws.page_setup.paperSize = ws.PAPERSIZE_A4
-    ws.page_margins.left = ws.page_margins.right = 0.4
-    ws.page_margins.top = ws.page_margins.bottom = 0.5
+    ws.page_margins.left = ws.page_margins.right = 0.3
+    ws.page_margins.top, ws.page_margins.bottom = 0.3, 0.45
+    ws.page_margins.header, ws.page_margins.footer = 0.1, 0.15
     if header_row:
         ws.print_title_rows = f"{header_row}:{header_row}"
     last_col = ws.max_column
     while last_col > 1 and ws.column_dimensions[get_column_letter(last_col)].hidden:
         last_col -= 1
+    if header_row:  # the page stops after the doc: sources and file:line stay on screen
+        heads = [ws.cell(row=header_row, column=c).value for c in range(1, last_col + 1)]
+        for stop in ("Doc",):
+            if stop in heads:
+                last_col = heads.index(stop) + 1
     ws.print_area = f"A1:{get_column_letter(last_col)}{ws.max_row}"
     ws.oddFooter.center.text = "&A: page &P of &N"
 
 
-WIDTH_CAPS = {"Doc": 60, "Source": 40, "Definition": 60, "Message": 90, "Condition": 50,
-              "Name": 44, "From": 40}
+WIDTH_CAPS = {"Doc": 50, "Source": 40, "Definition": 50, "Message": 70, "Condition": 40,
+              "Name": 44, "From": 30, "Fix": 30}
 
 
 def _autosize(ws: Any, hints: dict[tuple[str, str], str]) -> None:
@@ -198,6 +203,8 @@ def _autosize(ws: Any, hints: dict[tuple[str, str], str]) -> None:
             v = c.value
             text = hints.get((ws.title, c.coordinate))
             if text is None:
+                if c.font is not None and c.font.i:  # a note: it may run over its neighbours
+                    continue
                 if isinstance(v, str) and not v.startswith("=") or isinstance(v, Text):
                     text = v
                     if c.fill.fgColor.rgb == FILL_HEAD.fgColor.rgb:  # a column title
@@ -316,6 +323,7 @@ class _Builder:
                 _autosize(ws, self.hints)
             _print_setup(ws, HEADER_ROWS.get(ws.title, 4) if ws.title not in ("About",
                                                                                "Summary") else None)
+        wb["Summary"].page_setup.fitToHeight = 1  # the one-page dashboard
         self.info.sheets = wb.sheetnames
         return wb, self.info
 
@@ -434,7 +442,8 @@ class _Builder:
             rule = validation_formula(d.domain, f"B{row}")
             if rule:
                 _validate(ws, f"B{row}", "custom", rule, name, f"{name} must be {d.domain.text}")
-        self._name_cell(ws, row, name, 12, d.unit, d.domain.kind == "integer")
+        self._name_cell(ws, row, name, 12, d.unit, d.domain.kind in ("integer", "choice",
+                                                                      "boolean"))
         _put(ws, row, 4, d.unit)
         if not categorical:
             self._human(ws, row, 5, name, d.unit)
@@ -542,14 +551,13 @@ class _Builder:
                 "warnings, and that every result is a number",
                 "A FAIL means the workbook cannot be trusted as set; a warning means it runs but "
                 "deserves a look. The message says what is wrong, 'Fix' where to change it.")
-        _header(ws, 4, ["Check", "Status", "Message", "Condition", "Defined at", "Fix"],
-                [28, 10, 80, 50, 30, 30])
+        _header(ws, 4, ["Check", "Status", "Message", "Fix", "Condition", "Defined at"])
         rows = self._check_rows()
         for row, c in enumerate(rows, start=5):
             bad = "warning" if c.kind == "warning" else "FAIL"
             _put(ws, row, 1, c.name, f'=IFERROR(IF({c.cond},"ok","{bad}"),"error")',
                  f'=IFERROR(IF({c.cond},"",{c.message}),"cannot be checked: a cell it reads '
-                 'holds an error value or text")', Text(c.condition), c.where, c.fix)
+                 'holds an error value or text")', c.fix, Text(c.condition), c.where)
         if rows:
             last = 4 + len(rows)
             self.check_rows = (5, last)
@@ -580,6 +588,7 @@ class _Builder:
             info.append(("Status", status_formula(*self.check_rows, ranges)))
         for r, (label, value) in enumerate(info, start=3):
             _put(ws, r, 1, label, value).font = BOLD
+            ws.cell(row=r, column=1).alignment = Alignment(vertical="top")
         if self.check_rows:
             self._define(STATUS_NAME, ws.title, f"B{r}")
             ws.cell(row=r, column=2).alignment = WRAP
@@ -620,13 +629,15 @@ class _Builder:
                 ws.conditional_formatting.add(f"A{row}:C{row}", FormulaRule(
                     formula=[f"{mem}<={cap}"], fill=FILL_GOOD))
         row += 2
-        for total, title, unit, divisor in (("memory_per_gpu", "Memory per GPU", "GiB", 2**30),
-                                            ("step_time", "Step time", "s", 1)):
-            row = self._chart(ws, row, total, title, unit, divisor)
+        top = row  # the tables stacked in A:B, their charts side by side beside them
+        for (total, title, unit, divisor), anchor in zip(
+                (("memory_per_gpu", "Memory per GPU", "GiB", 2**30),
+                 ("step_time", "Step time", "s", 1)), ("C", "E"), strict=True):
+            row = self._chart(ws, row, total, title, unit, divisor, f"{anchor}{top}")
         _fit_page_width(ws)
 
     def _chart(self, ws: Any, row: int, total: str, title: str, unit: str,
-               divisor: int) -> int:
+               divisor: int, anchor: str) -> int:
         """A live table of the parts `total` adds up (named as in `eval`, read from its
         formula), the total beneath, and a native bar chart of the parts beside; returns the
         next free row."""
@@ -651,9 +662,9 @@ class _Builder:
         chart.add_data(Reference(ws, min_col=2, min_row=row, max_row=last),
                        titles_from_data=True)
         chart.set_categories(Reference(ws, min_col=1, min_row=row + 1, max_row=last))
-        chart.height, chart.width = 7.5, 16
-        ws.add_chart(chart, f"C{row}")
-        return row + max(CHART_ROWS, len(parts) + 3)
+        chart.height, chart.width = 7.5, 10
+        ws.add_chart(chart, anchor)
+        return last + 3
 
     # -- About --------------------------------------------------------------------------------
     def _about(self, ws: Any) -> None:

@@ -158,7 +158,7 @@ def numbers_row(sheet: str, first: int, last: int, flag_col: str) -> CheckRow:
 
 def status_formula(first: int, last: int, result_ranges: list[str]) -> str:
     """The single status: the first FAIL (or error, or warning) with the cell to fix."""
-    s, c, a, f = (f"Checks!${col}${first}:${col}${last}" for col in "BCAF")
+    s, c, a, f = (f"Checks!${col}${first}:${col}${last}" for col in "BCAD")
 
     def first_of(word: str, label: str) -> str:
         m = f'MATCH("{word}",{s},0)'

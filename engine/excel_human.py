@@ -142,9 +142,7 @@ def value_format(value: object, unit: str, integer: bool) -> str:
         return f"#,##0{tail}"
     if v >= 1000:
         return f"#,##0.0{tail}"
-    if v != 0 and v < 1e-3:
-        return f"0.00E+00{tail}"
-    return f"#,##0.0###{tail}"
+    return f"General{tail}"  # 1, 1.2, 0.0432, 2.5E-05: the digits the value has
 
 
 def render(value: object, fmt: str) -> str:
@@ -156,8 +154,9 @@ def render(value: object, fmt: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "" if value is None else str(value)
     v = float(value)
-    if fmt == "General":
-        return f"{v:.10g}" if v != int(v) or abs(v) >= 1e11 else str(int(v))
+    if fmt.startswith("General"):
+        text = f"{v:.10g}".replace("e", "E")
+        return text + "".join(re.findall(r'"([^"]*)"', fmt))
     sections = _sections(fmt)
     chosen = sections[-1][1]
     for cond, body in sections:

@@ -117,10 +117,13 @@ def test_names_excel_would_misread_are_mangled() -> None:
     (2.0**60, "byte", False, "1.15E+18 byte"),  # beyond a PiB: scientific
     (3.12e14, "FLOP/s", False, "3.12E+14 FLOP/s"),
     (0.0432, "s", False, "0.0432 s"),
+    (1.0, "1", False, "1"),  # a number input that may become 1.2 after an edit: General
+    (1.2, "1", False, "1.2"),
     (96, "layer", True, "96 layer"),  # whole numbers without decimals
     (96.0, "layer", False, "96 layer"),
     (4122928.3, "USD", False, "4,122,928 USD"),
     (0.456, "1", False, "0.456"),
+    (4, "1", True, "4"),
 ])
 def test_value_cells_show_their_unit(value: float, unit: str, integer: bool,
                                      shown: str) -> None:
@@ -735,3 +738,36 @@ def test_no_number_overflows_its_column_for_any_example(engine: Engine) -> None:
 
 def _width(ws: Any, cell: str) -> float:
     return ws.column_dimensions[cell.rstrip("0123456789")].width or 8.43
+
+
+def test_every_sheet_prints_landscape_one_page_wide_with_titles(gpt3_book: Any) -> None:
+    wb, _, _ = gpt3_book
+    for ws in wb.worksheets:
+        ps = ws.page_setup
+        assert ps.orientation == "landscape" and ws.sheet_properties.pageSetUpPr.fitToPage
+        assert ps.fitToWidth == 1, ws.title
+        assert ws.print_area, ws.title
+        if ws.title not in ("About", "Summary"):
+            assert ws.print_title_rows == "$4:$4", ws.title
+    assert wb["Summary"].page_setup.fitToHeight == 1  # the dashboard is one page
+
+
+def test_a_whole_workbook_prints_in_about_25_pages(tmp_path: Path) -> None:
+    soffice = _soffice()
+    engine = Engine()
+    paths = []
+    for config in (GPT3, str(ROOT / "examples" / "deepseek-v3-h800.yaml")):
+        paths.append(tmp_path / (Path(config).stem + ".xlsx"))
+        export(engine, config, str(paths[-1]))
+    profile = Path(tempfile.mkdtemp(prefix="dlf-lo-profile-"))
+    try:
+        subprocess.run([soffice, "--headless", "--norestore",
+                        f"-env:UserInstallation={profile.as_uri()}", "--convert-to", "pdf",
+                        "--outdir", str(tmp_path / "pdf"), *map(str, paths)],
+                       capture_output=True, timeout=300)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    for p in paths:
+        pdf = (tmp_path / "pdf" / (p.stem + ".pdf")).read_bytes()
+        pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
+        assert 17 <= pages <= 25, (p.name, pages)  # one page or more per sheet, ~25 in all
