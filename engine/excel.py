@@ -659,6 +659,9 @@ class _Builder:
         chart = BarChart()
         chart.type, chart.title, chart.legend = "bar", f"{title} ({unit})", None
         chart.y_axis.title = unit
+        # Explicitly not deleted: openpyxl writes <c:delete val="1"/> by default, which some
+        # Excel builds honour by hiding both axes.
+        chart.x_axis.delete = chart.y_axis.delete = False
         chart.add_data(Reference(ws, min_col=2, min_row=row, max_row=last),
                        titles_from_data=True)
         chart.set_categories(Reference(ws, min_col=1, min_row=row + 1, max_row=last))

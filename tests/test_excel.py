@@ -771,3 +771,21 @@ def test_a_whole_workbook_prints_in_about_25_pages(tmp_path: Path) -> None:
         pdf = (tmp_path / "pdf" / (p.stem + ".pdf")).read_bytes()
         pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
         assert 17 <= pages <= 25, (p.name, pages)  # one page or more per sheet, ~25 in all
+
+
+def test_charts_keep_their_axes_and_survive_an_openpyxl_resave(tmp_path: Path,
+                                                                 engine: Engine) -> None:
+    path = tmp_path / "plan.xlsx"
+    export(engine, GPT3, str(path))
+    for _ in range(2):  # as written, then re-saved by openpyxl
+        wb = openpyxl.load_workbook(path)
+        charts = wb["Summary"]._charts
+        assert len(charts) == 2
+        assert all(c.x_axis.delete is False and c.y_axis.delete is False for c in charts)
+        wb.save(path)
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        xml = z.read("xl/charts/chart1.xml").decode()
+    deletes = re.findall(r'<(?:c:)?delete val="(\w+)"', xml)
+    assert deletes == ["0", "0"], deletes
