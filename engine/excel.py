@@ -43,14 +43,13 @@ from .excel_checks import (
     numbers_row,
     status_formula,
 )
-from .excel_human import human_text, render, value_format
+from .excel_human import human_text, readable, render, value_format
 from .excel_printer import (
     excel_names,
     excel_string,
     printed_formulas,
     validation_formula,
 )
-from .humanize import human
 from .units import parse_unit
 
 # Sheet order and titles of the core formula files; plugin files follow alphabetically.
@@ -198,22 +197,25 @@ def _autosize(ws: Any, hints: dict[tuple[str, str], str]) -> None:
     value shows, numbers under their format), so no number reads ###; long prose is capped."""
     widths: dict[int, int] = {}
     heads: dict[int, str] = {}
+    title = ws.title
     for row in ws.iter_rows(min_row=3):
         for c in row:
             v = c.value
-            text = hints.get((ws.title, c.coordinate))
+            if v is None:
+                continue
+            text = hints.get((title, c.coordinate))
             if text is None:
-                if c.font is not None and c.font.i:  # a note: it may run over its neighbours
-                    continue
-                if isinstance(v, str) and not v.startswith("=") or isinstance(v, Text):
+                if isinstance(v, str) and (not v.startswith("=") or isinstance(v, Text)):
+                    if c.has_style and c.font.i:  # a note: it may run over its neighbours
+                        continue
                     text = v
-                    if c.fill.fgColor.rgb == FILL_HEAD.fgColor.rgb:  # a column title
+                    if c.has_style and c.fill.fgColor.rgb == FILL_HEAD.fgColor.rgb:  # a title
                         heads.setdefault(c.column, v)
                 elif isinstance(v, (int, float)) and not isinstance(v, bool):
                     text = render(v, c.number_format)
                 else:
                     continue
-            n = len(text) * (1.2 if c.font is not None and c.font.b else 1.0)
+            n = len(text) * (1.2 if c.has_style and c.font.b else 1.0)
             widths[c.column] = max(widths.get(c.column, 0), int(n + 2.5))
     for col, width in widths.items():
         letter = get_column_letter(col)
@@ -299,7 +301,7 @@ class _Builder:
             text, shown = f'=IF({ref}=1,"yes","no")', "yes"
         else:
             text = "=" + human_text(ref, unit)
-            shown = " ".join(human(self._value(name), unit)).strip()
+            shown = readable(self._value(name), unit)
         _put(ws, row, col, text)
         self.hints[(ws.title, ws.cell(row=row, column=col).coordinate)] = shown
 

@@ -1,6 +1,7 @@
 """Human units as spreadsheet formulas: the rules of `humanize.human` written in Excel-2007
 functions, so a workbook shows "202.50 GiB" where the CLI does, live, for whatever value a cell
-holds after an edit; and the number formats of value cells (unit in the format, integers
+holds after an edit (one difference: bytes below a KiB read "byte", not "B", which the workbook
+keeps for a billion); and the number formats of value cells (unit in the format, integers
 without decimals, counts with k/M/B/T where B is a billion).
 
 `human_text(ref, unit)` is an Excel expression (no leading '=') giving the text `human()` gives,
@@ -18,8 +19,9 @@ from .units import parse_unit
 _B = (1, 0, 0, 0, 0)
 STEPS: dict[tuple[int, ...], tuple[str, list[tuple[float, str]]]] = {
     _B: ("2f", [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"),
-                (1.0, "B")]),
-    (1, -1, 0, 0, 0): ("4g", [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")]),
+                (1.0, "byte")]),
+    (1, -1, 0, 0, 0): ("4g", [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"),
+                              (1.0, "byte/s")]),
     (0, 0, 1, 0, 0): ("4g", [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"),
                              (1e9, "GFLOP"), (1.0, "FLOP")]),
     (0, -1, 1, 0, 0): ("4g", [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
@@ -93,6 +95,23 @@ def human_text(ref: str, unit: str) -> str:
         big = _scaled(ref, COUNT_STEPS, "4g", unit)
         return f"IF(ABS({ref})>=10000,{big},{general(ref)}{tail})"
     return general(ref) + tail
+
+
+def readable(value: object, unit: str) -> str:
+    """What `human_text` shows for `value`: `human()`'s text, except that a byte is "byte",
+    never "B", which the workbook keeps for a billion."""
+    from .humanize import human
+
+    text = " ".join(human(value, unit)).strip()
+    try:
+        key = tuple(int(x) for x in parse_unit(unit).dim)
+    except ValueError:
+        return text
+    if key == _B and text.endswith(" B"):
+        return text[:-2] + " byte"
+    if key == (1, -1, 0, 0, 0) and text.endswith(" B/s"):
+        return text[:-4] + " byte/s"
+    return text
 
 
 def placeholder(ref: str, unit: str, choice: str | None = None, boolean: bool = False) -> str:

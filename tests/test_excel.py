@@ -705,8 +705,8 @@ def test_check_messages_read_as_the_clis_in_human_units(
 def test_no_number_overflows_its_column_for_any_example(engine: Engine) -> None:
     """At the widths the workbook sets, no value cell, readable text or catalog figure of any
     example is wider than its column (a spreadsheet would show ###)."""
+    from dlformula.excel_human import readable as human_text
     from dlformula.excel_human import render
-    from dlformula.humanize import human
 
     for config in EXAMPLES:
         result = engine.evaluate(config)
@@ -724,7 +724,7 @@ def test_no_number_overflows_its_column_for_any_example(engine: Engine) -> None:
             text = ws[f"{readable}{cell[1:]}"].value
             if isinstance(text, str) and text.startswith("=") and "yes" not in text:
                 d = result.model.quantities.get(name) or result.model.inputs[name]
-                shown.append((sheet, f"{readable}{cell[1:]}", " ".join(human(v, d.unit))))
+                shown.append((sheet, f"{readable}{cell[1:]}", human_text(v, d.unit)))
         hw = wb["Hardware"]
         for row in hw.iter_rows(min_row=6, max_row=5 + len(engine.catalog.node_ids()),
                                 min_col=4):
@@ -789,3 +789,40 @@ def test_charts_keep_their_axes_and_survive_an_openpyxl_resave(tmp_path: Path,
         xml = z.read("xl/charts/chart1.xml").decode()
     deletes = re.findall(r'<(?:c:)?delete val="(\w+)"', xml)
     assert deletes == ["0", "0"], deletes
+
+
+def test_readable_column_follows_the_cli_with_b_only_for_billion(
+        recalculated: list[tuple[Case, Any]]) -> None:
+    from dlformula.excel_human import readable
+
+    case, wb = next((c, wb) for c, wb in recalculated if c.label == "gpt3")
+    assert case.expected is not None
+    compared = 0
+    for name, (sheet, cell) in case.info.cells.items():
+        column = "E" if sheet == "Inputs" else "D"
+        got = wb[sheet][f"{column}{cell[1:]}"].value
+        d = case.model.quantities.get(name) or case.model.inputs.get(name)
+        if sheet in ("Inputs", "Summary") and name not in case.model.quantities or d is None:
+            continue
+        if not isinstance(got, str) or got in ("yes", "no"):
+            continue
+        assert _same_reading(got, readable(case.expected[name], d.unit)), (name, got)
+        assert not got.endswith(" B") and not got.endswith(" B/s"), (name, got)
+        compared += 1
+    assert compared > 400
+    sheet, cell = case.info.cells["activation_bytes"]
+    assert wb[sheet][f"D{cell[1:]}"].value == "2.00 byte"  # the CLI says "2.00 B"
+
+
+def _same_reading(got: str, want: str) -> bool:
+    """Equal texts, or equal units with numbers one unit apart in the last digit shown (a
+    spreadsheet rounds 1.125 half away from zero, Python's '%.2f' to even)."""
+    if got == want:
+        return True
+    (g, _, gu), (w, _, wu) = got.partition(" "), want.partition(" ")
+    try:
+        digits = len(w.split(".")[1]) if "." in w else 0
+        return gu == wu and abs(float(g.replace(",", "")) - float(w.replace(",", ""))) <= (
+            1.000001 * 10.0 ** -digits)
+    except ValueError:
+        return False
