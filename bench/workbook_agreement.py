@@ -90,7 +90,7 @@ class Worst:
             return
         rel = abs(got - want) / abs(want) if want else (0.0 if got == 0 else math.inf)
         if rel > self.rel:
-            self.rel, self.where = rel, f"{label}: {name}"
+            self.rel, self.where = rel, f"{label}: {name} = {got!r}, eval {want!r}"
 
     def status(self, got: Any, result: Any) -> None:
         want = expected_status(result)
@@ -134,7 +134,11 @@ def libreoffice(engine: Any, configs: list[tuple[str, list[str], Any]], tmp: Pat
             ref = wb.defined_names["status"].attr_text.split("!")
             worst.status(wb[ref[0].strip("'")][ref[1].replace("$", "")].value, result)
             path.unlink()
-    return worst.line("LibreOffice", len(configs), time.perf_counter() - start)
+    line = worst.line("LibreOffice", len(configs), time.perf_counter() - start)
+    if worst.where:
+        i = int(worst.where.split(":")[0])
+        line += f"\n  worst config: {configs[i][0]} --set " + " --set ".join(configs[i][1])
+    return line
 
 
 def formulas_engine(engine: Any, configs: list[tuple[str, list[str], Any]], tmp: Path) -> str:
