@@ -270,6 +270,7 @@ class _Builder:
         self.inputs_rows: tuple[int, int] = (5, 5)
         self.node_address: str | None = None
         self.check_rows: tuple[int, int] | None = None
+        self.catalog_rows = 0  # last row of the Hardware catalog table
 
     def _define(self, name: str, sheet: str, first: str, last: str | None = None) -> None:
         ref = absolute_coordinate(first) + (f":{absolute_coordinate(last)}" if last else "")
@@ -326,6 +327,9 @@ class _Builder:
             _print_setup(ws, HEADER_ROWS.get(ws.title, 4) if ws.title not in ("About",
                                                                                "Summary") else None)
         wb["Summary"].page_setup.fitToHeight = 1  # the one-page dashboard
+        if self.catalog_rows:  # the catalog prints; the figures' sources stay on screen
+            hw = wb["Hardware"]
+            hw.print_area = f"A1:{get_column_letter(hw.max_column)}{self.catalog_rows}"
         self.info.sheets = wb.sheetnames
         return wb, self.info
 
@@ -482,10 +486,12 @@ class _Builder:
         self._define("hardware.ids", ws.title, f"A{first}", f"A{last}")
         self._define("hardware.keys", ws.title, "D4", f"{lastcol}4")
         self._define("hardware.table", ws.title, f"D{first}", f"{lastcol}{last}")
+        self.catalog_rows = last
         ws.conditional_formatting.add(f"A{first}:{lastcol}{last}", FormulaRule(
             formula=[f"$A{first}={NODE_NAME}"], fill=FILL_EDIT, font=BOLD))
         r = last + 3
-        _put(ws, r, 1, "Figures as written in the node files").font = BOLD
+        _put(ws, r, 1, "Figures as written in the node files (on screen only: not printed)"
+             ).font = BOLD
         _header(ws, r + 1, ["Node id", "Figure", "Value", "Unit", "Source", "File"])
         ws.freeze_panes = "B6"
         r += 1

@@ -770,7 +770,9 @@ def test_a_whole_workbook_prints_in_about_25_pages(tmp_path: Path) -> None:
     for p in paths:
         pdf = (tmp_path / "pdf" / (p.stem + ".pdf")).read_bytes()
         pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
-        assert 17 <= pages <= 25, (p.name, pages)  # one page or more per sheet, ~25 in all
+        # one page or more per sheet; 25 for every example today (156 before), one page of
+        # slack for formula files that grow
+        assert 17 <= pages <= 26, (p.name, pages)
 
 
 def test_charts_keep_their_axes_and_survive_an_openpyxl_resave(tmp_path: Path,
