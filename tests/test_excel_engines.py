@@ -75,6 +75,11 @@ def test_formulas_package_fails_a_pasted_value_the_engine_refuses(book: Any) -> 
     config = engine.evaluate(GPT3).config
     for name, value, check in [("micro_batch", 1.5, "training.micro_batch"),
                                ("zero", 4, "parallelism.zero"),
-                               ("hardware.node", "h100", "hardware.node")]:
+                               ("hardware.node", "h100", "hardware.node"),
+                               ("hardware.node", None, "hardware.node"),
+                               ("micro_batch", None, "training.micro_batch"),
+                               ("layers", "96 layers", "model.layers"),
+                               ("glu", "yes", "model.glu"),
+                               ("recompute", "everything", "training.recompute")]:
         status = fb.evaluate(config, {name: value})["status"]
-        assert status.startswith(f"FAIL ({check})"), (name, status)
+        assert status.startswith(f"FAIL ({check})"), (name, value, status)
