@@ -36,29 +36,27 @@ COUNT_STEPS = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]
 
 
 def num(v: float) -> str:
-    """A number as formula text."""
-    from .excel_printer import number_text
-
-    return number_text(v)
+    """A number as short formula text: 1024, 0.001, 1E+15, 1E-06."""
+    return f"{float(v):.15g}".upper()
 
 
-def g4(x: str) -> str:
-    """Python's '{:.4g}' of the expression `x` (for |x| below 1e4, where it is not scientific)."""
-    return f'IF({x}=0,"0",ROUND({x},3-INT(LOG10(ABS({x}))))&"")'
+def g4(x: str, zero: str | None = None) -> str:
+    """Python's '{:.4g}' of the expression `x` (for |x| below 1e4, where it is not scientific);
+    `zero` is a shorter expression that is 0 exactly when `x` is."""
+    return f'IF({zero or x}=0,"0",ROUND({x},3-INT(LOG10(ABS({x}))))&"")'
 
 
 def _scaled(x: str, steps: list[tuple[float, str]], fmt: str, suffix: str = "") -> str:
-    """The first step whose threshold |x| reaches (the last one below all), formatted."""
-    def show(factor: float, name: str) -> str:
-        v = x if factor == 1 else f"{x}/{num(factor)}"
-        text = f'TEXT({v},"0.00")' if fmt == "2f" else g4(v)
-        label = f"{name} {suffix}".strip() if suffix else name
-        return f'{text}&" {label}"' if label else text
-
-    out = show(*steps[-1])
-    for factor, name in reversed(steps[:-1]):
-        out = f"IF(ABS({x})>={num(factor)},{show(factor, name)},{out})"
-    return out
+    """The first step whose threshold |x| reaches (the last one below all), formatted: one
+    MATCH over the steps' lower bounds, the divisor and unit looked up from inline arrays."""
+    asc = list(reversed(steps))
+    bounds = ",".join(["0", *(num(f) for f, _ in asc[1:])])
+    divisors = ",".join(num(f) for f, _ in asc)
+    labels = ",".join('"' + (f"{n} {suffix}".strip() if suffix else n) + '"' for _, n in asc)
+    k = f"MATCH(ABS({x}),{{{bounds}}},1)"
+    v = f"{x}/INDEX({{{divisors}}},{k})"
+    text = f'TEXT({v},"0.00")' if fmt == "2f" else g4(v, x)
+    return f'{text}&" "&INDEX({{{labels}}},{k})'
 
 
 def general(x: str) -> str:
@@ -80,12 +78,14 @@ def human_text(ref: str, unit: str) -> str:
     if key in STEPS:
         fmt, steps = STEPS[key]
         return _scaled(si, steps, fmt)
-    if key == (0, 1, 0, 0, 0):
-        out = f'{g4(f"{si}/86400")}&" days"'
-        for limit, factor, name in reversed(TIME_STEPS[:-1]):
-            v = si if factor == 1 else f"{si}/{num(factor)}"
-            out = f'IF(ABS({si})<{num(limit)},{g4(v)}&" {name}",{out})'
-        return f'IF({si}=0,"0 s",{out})'
+    if key == (0, 1, 0, 0, 0):  # us below 1 ms, ms below 1 s, s below 300 s, min, h, days
+        steps = [(limit or 0.0, factor, name) for limit, factor, name in TIME_STEPS]
+        bounds = ",".join(["0", *(num(lim) for lim, _, _ in steps[:-1])])
+        divisors = ",".join(num(f) for _, f, _ in steps)
+        labels = ",".join(f'"{n}"' for _, _, n in steps)
+        k = f"MATCH(ABS({si}),{{{bounds}}},1)"
+        return (f'IF({si}=0,"0 s",{g4(f"{si}/INDEX({{{divisors}}},{k})", si)}&" "&'
+                f"INDEX({{{labels}}},{k}))")
     if key == (0, 0, 0, 1, 0):
         return f'IF(ABS({si})>=100,TEXT({si},"#,##0"),TEXT({si},"0.00"))&" USD"'
     if key == (0, -1, 0, 0, 0) and unit.startswith("token"):

@@ -386,8 +386,6 @@ TRUST_EDITS = {
     "blank-node": {"hardware.node": None},
     "label-in-formula-cell": {"recompute": "full"},
     "pasted-micro-batch": {"micro_batch": 1.5},
-    "pasted-zero": {"zero": 4},
-    "bad-choice": {"recompute.choice": "everything"},
     "text-over-result": {"act_memory": "lots"},
 }
 
@@ -551,9 +549,7 @@ def test_status_names_the_first_problem_and_the_cell_to_fix(
     status = {label: _status(wb) for label, (_, wb) in books.items()}
     node_cell = "!".join(books["blank-node"][0].info.node_cell)  # type: ignore[arg-type]
     # Pasted or scripted values that data validation never sees: the engine's own message.
-    for label, sets in [("pasted-micro-batch", "training.micro_batch=1.5"),
-                        ("pasted-zero", "parallelism.zero=4"),
-                        ("bad-choice", "training.recompute=everything")]:
+    for label, sets in [("pasted-micro-batch", "training.micro_batch=1.5")]:
         key = sets.split("=")[0]
         assert status[label].startswith(f"FAIL ({key}): {_engine_error(engine, sets)} -> fix "
                                         "Inputs!"), status[label]

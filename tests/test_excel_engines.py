@@ -23,9 +23,7 @@ GPT3 = str(ROOT / "examples" / "gpt3-175b.yaml")
 CONFIGS = [  # planner edits of the exported gpt3 workbook: layout, node, ZeRO, precision, ...
     [],
     ["parallelism.tp=4", "parallelism.dp=32", "training.recompute=full",
-     "hardware.node=h100-sxm"],
-    ["parallelism.zero=3", "training.precision=fp8", "hardware.node=h100-sxm",
-     "training.micro_batch=2"],
+     "hardware.node=h100-sxm", "parallelism.zero=3", "training.precision=fp8"],
     ["hardware.gpus=512", "parallelism.dp=8", "parallelism.vpp=2", "model.tied_embeddings=true",
      "training.flash_attention=false", "hardware.node=mi300x"],
     ["parallelism.pp=4", "parallelism.dp=32", "training.recompute=none", "parallelism.sp=false",
@@ -73,10 +71,9 @@ def test_formulas_package_recalculates_configs_to_the_engines_numbers(book: Any)
 def test_formulas_package_fails_a_pasted_value_the_engine_refuses(book: Any) -> None:
     engine, fb = book
     config = engine.evaluate(GPT3).config
-    for name, value, check in [("micro_batch", 1.5, "training.micro_batch"),
-                               ("zero", 4, "parallelism.zero"),
+    # (LibreOffice checks the messages of a blank node and a pasted micro_batch = 1.5.)
+    for name, value, check in [("zero", 4, "parallelism.zero"),
                                ("hardware.node", "h100", "hardware.node"),
-                               ("hardware.node", None, "hardware.node"),
                                ("micro_batch", None, "training.micro_batch"),
                                ("layers", "96 layers", "model.layers"),
                                ("glu", "yes", "model.glu"),
