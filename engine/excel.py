@@ -512,7 +512,8 @@ class _Builder:
         paths = sorted({_short_path(m.quantities[n].path) for n in names})
         _titles(ws, f"{ws.title}: formulas from {', '.join(paths)}", "Every 'Value' cell is a "
                 "live formula over named cells, in the unit shown (SI as in `dlformula eval "
-                "--format json`); 'Human value' converts it.")
+                "--format json`, its unit in the number format); 'Readable' shows it as the CLI "
+                "does.")
         _header(ws, 4, ["Name", "Value", "Unit", "Readable", "Definition", "Doc", "Source",
                         "Defined at", "Excel name"])
         for row, name in enumerate(names, start=5):
@@ -715,8 +716,9 @@ ABOUT_TEXT = [
                    "(recompute, precision, ...) and the node type from the drop-downs."),
     ("", "2. Read the key results and the charts on Summary; a red memory row means the run "
          "does not fit in the accelerator's memory."),
-    ("", "3. Checks says whether the layout can run (tp x pp x dp x cp = GPUs, divisibility); "
-         "a FAIL row says what to change."),
+    ("", "3. The status on Summary must read 'all pass'. Otherwise it names the first failing "
+         "check (an input out of its domain, a layout that cannot run, a result that is not a "
+         "number) and the cell to fix; the Checks sheet lists them all."),
     ("", "4. Every quantity sheet shows the formula's definition, doc and source; "
          "`dlformula explain NAME` shows the derivation step by step."),
     ("", ""),
@@ -731,8 +733,13 @@ ABOUT_TEXT = [
               "would misread (h100, tp1, r, c) get a leading '_'; the table at the bottom of "
               "Inputs lists them."),
     ("Units", "'Value' columns hold each figure in its declared unit (SI base units: byte, s, "
-              "FLOP) exactly as `dlformula eval --format json` prints it; 'Human value' columns "
-              "beside convert to GiB, ms, TFLOP/s, days, ..."),
+              "FLOP) exactly as `dlformula eval --format json` prints it, the unit in the number "
+              "format (B is always a billion, bytes read 'byte'); 'Readable' columns beside "
+              "show GiB, ms, TFLOP/s, days, ... as the CLI does."),
+    ("Status", "Summary's status is 'all pass' only when every check on Checks passes and no "
+               "result holds an error; otherwise it names the first problem and the cell to "
+               "fix. Sheets are protected without a password: only input cells are unlocked "
+               "(Review > Unprotect Sheet to change a formula on purpose)."),
     ("Categorical inputs", "The drop-down label ('Choose') becomes the code the formulas use "
                            "through an INDEX/MATCH (or IF) formula in 'Value'."),
 ]
