@@ -24,18 +24,28 @@ from typing import Any
 
 from openpyxl import Workbook
 from openpyxl.chart import BarChart, Reference
+from openpyxl.comments import Comment
 from openpyxl.formatting.rule import FormulaRule
-from openpyxl.styles import Alignment, Font, PatternFill
+from openpyxl.styles import Alignment, Font, PatternFill, Protection
 from openpyxl.utils import absolute_coordinate, get_column_letter, quote_sheetname
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.datavalidation import DataValidation
 
 from .core import Engine, Result
 from .errors import UsageError
+from .excel_checks import (
+    CheckRow,
+    InputCell,
+    input_row,
+    message_formula,
+    node_row,
+    numbers_row,
+    status_formula,
+)
+from .excel_human import human_text, readable, render, value_format
 from .excel_printer import (
     excel_names,
     excel_string,
-    human_formula,
     printed_formulas,
     validation_formula,
 )
@@ -47,16 +57,11 @@ GROUP_ORDER = ["model", "training", "parallelism", "hardware", "memory", "comput
 GROUP_TITLES = {"comm": "Communication", "hardware": "Accelerator", "moe": "MoE"}
 FIXED_SHEETS = ["About", "Summary", "Inputs", "Hardware", "Checks"]
 NODE_NAME = "hardware.node"  # a dot: no dlformula name can take it
+STATUS_NAME = "status"  # Summary's single status: "all pass", or the first FAIL and its fix
+HEADER_ROWS = {"Hardware": 4}  # the row of column titles a printed page repeats (default 4)
+FLAG_COL = 10  # hidden column J of a formula sheet: the row when Value is not a number
 CHOICE_SUFFIX = ".choice"
 
-MEMORY_PARTS = [("Weights", "weight_memory"), ("Gradients", "grad_memory"),
-                ("Master weights", "master_weight_memory"),
-                ("Optimizer states", "optimizer_memory"), ("Activations", "act_memory"),
-                ("Reserved", "reserved_memory")]
-TIME_PARTS = [("Compute", "compute_time"), ("Pipeline bubble", "pipeline_bubble_time"),
-              ("Pipeline sends", "pp_comm_time"),
-              ("Data-parallel comm (exposed)", "dp_comm_exposed"),
-              ("Optimizer step", "optimizer_time")]
 KEY_RESULTS = ["memory_per_gpu", "hbm_capacity", "hbm_capacity_used", "memory_fits",
                "memory_headroom", "step_time", "mfu", "hfu", "tokens_per_second",
                "tokens_per_second_per_gpu", "training_days", "gpu_hours", "cost_usd",
@@ -83,6 +88,7 @@ FILL_BAD = PatternFill("solid", fgColor="FFC7CE")
 FILL_GOOD = PatternFill("solid", fgColor="C6EFCE")
 FILL_WARN = PatternFill("solid", fgColor="FFEB9C")
 FONT_BAD = Font(bold=True, color="9C0006")
+UNLOCKED = Protection(locked=False)
 WRAP = Alignment(wrap_text=True, vertical="top")
 
 
@@ -97,6 +103,8 @@ class ExportInfo:
     names: dict[str, str] = field(default_factory=dict)  # dlformula name -> defined name
     renamed: dict[str, str] = field(default_factory=dict)  # dlformula name -> reason
     sheets: list[str] = field(default_factory=list)
+    # breakdown tables on Summary: total -> (sheet, first row, last row) of its parts (column B)
+    parts: dict[str, tuple[str, int, int]] = field(default_factory=dict)
 
 
 def export(engine: Engine, config: str | None, output: str,
@@ -153,6 +161,73 @@ def _fit_page_width(ws: Any) -> None:
     ws.page_setup.fitToWidth, ws.page_setup.fitToHeight = 1, 0
 
 
+def _print_setup(ws: Any, header_row: int | None) -> None:
+    """Landscape, one page wide, the header rows repeated on every page, a print area over
+    what the sheet holds (the hidden bookkeeping column left out), small margins."""
+    _fit_page_width(ws)
+    ws.page_margins.left = ws.page_margins.right = 0.3
+    ws.page_margins.top, ws.page_margins.bottom = 0.3, 0.45
+    ws.page_margins.header, ws.page_margins.footer = 0.1, 0.15
+    if header_row:
+        ws.print_title_rows = f"{header_row}:{header_row}"
+    last_col = ws.max_column
+    while last_col > 1 and ws.column_dimensions[get_column_letter(last_col)].hidden:
+        last_col -= 1
+    if header_row:  # the page stops after the doc: sources and file:line stay on screen
+        heads = [ws.cell(row=header_row, column=c).value for c in range(1, last_col + 1)]
+        for stop in ("Doc",):
+            if stop in heads:
+                last_col = heads.index(stop) + 1
+    ws.print_area = f"A1:{get_column_letter(last_col)}{ws.max_row}"
+    ws.oddFooter.center.text = "&A: page &P of &N"
+
+
+WIDTH_CAPS = {"Doc": 50, "Source": 40, "Definition": 50, "Message": 70, "Condition": 40,
+              "Name": 44, "From": 30, "Fix": 30}
+
+
+def _autosize(ws: Any, hints: dict[tuple[str, str], str]) -> None:
+    """Size each column to the longest text it shows (formulas by the text their exported
+    value shows, numbers under their format), so no number reads ###; long prose is capped."""
+    widths: dict[int, int] = {}
+    heads: dict[int, str] = {}
+    title = ws.title
+    for row in ws.iter_rows(min_row=3):
+        for c in row:
+            v = c.value
+            if v is None:
+                continue
+            text = hints.get((title, c.coordinate))
+            if text is None:
+                if isinstance(v, str) and (not v.startswith("=") or isinstance(v, Text)):
+                    if c.has_style and c.font.i:  # a note: it may run over its neighbours
+                        continue
+                    text = v
+                    if c.has_style and c.fill.fgColor.rgb == FILL_HEAD.fgColor.rgb:  # a title
+                        heads.setdefault(c.column, v)
+                elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                    text = render(v, c.number_format)
+                else:
+                    continue
+            n = len(text) * (1.2 if c.has_style and c.font.b else 1.0)
+            widths[c.column] = max(widths.get(c.column, 0), int(n + 2.5))
+    for col, width in widths.items():
+        letter = get_column_letter(col)
+        cap = WIDTH_CAPS.get(heads.get(col, ""), 50)
+        dim = ws.column_dimensions[letter]
+        if not dim.hidden:
+            dim.width = max(8, min(cap, width)) if col > 1 else max(10, min(44, width))
+
+
+def _protect(ws: Any) -> None:
+    """Lock every cell but the unlocked inputs; no password, so a planner can still unprotect
+    the sheet deliberately (Review > Unprotect Sheet). Resizing and selecting stay allowed."""
+    p = ws.protection
+    p.sheet = True
+    p.formatColumns = p.formatRows = p.formatCells = False  # False: allowed
+    p.selectLockedCells = p.selectUnlockedCells = False
+
+
 def _validate(ws: Any, cell: str, kind: str, formula: str, title: str, error: str,
               blank: bool = False) -> None:
     # Excel refuses (and "repairs") a title over 32 characters or a message over 255.
@@ -170,9 +245,13 @@ class _Builder:
         self.names, self.renamed = excel_names([*m.inputs, *m.constants, *m.quantities])
         printed = printed_formulas(engine, self.names)
         self.formulas, self.conditions = printed["quantities"], printed["checks"]
-        self.flags = set(printed["flags"])  # conditions used as numbers: shown as yes/no
+        self.flags = set(printed["flags"])
         self.wb = Workbook()
         self.info = ExportInfo("", names=dict(self.names), renamed=dict(self.renamed))
+        # totals whose parts Summary tables and charts: [(name as in eval, Excel text, what)]
+        self.breakdowns: dict[str, list[Any]] = printed.get("breakdowns", {})
+        self.parts_cells = self.info.parts
+        self.hints: dict[tuple[str, str], str] = {}  # (sheet, cell) -> the text it shows
         spec_keys = {k for nid in engine.catalog.node_ids()
                      for k in engine.catalog.node(nid).specs}
         # Inputs fed by a node figure: one column each on the Hardware sheet.
@@ -180,26 +259,46 @@ class _Builder:
                           if d.config.startswith("hardware.")
                           and d.config.split(".", 1)[1] in spec_keys}
         self.check_range: str | None = None
+        self.input_cells: list[InputCell] = []  # in Inputs order, for the domain checks
+        self.result_sheets: list[tuple[str, int, int]] = []  # (sheet, first row, last row)
+        self.inputs_rows: tuple[int, int] = (5, 5)
+        self.node_address: str | None = None
+        self.check_rows: tuple[int, int] | None = None
+        self.catalog_rows = 0  # last row of the Hardware catalog table
 
     def _define(self, name: str, sheet: str, first: str, last: str | None = None) -> None:
         ref = absolute_coordinate(first) + (f":{absolute_coordinate(last)}" if last else "")
         self.wb.defined_names[name] = DefinedName(name, attr_text=f"{quote_sheetname(sheet)}!"
                                                                   f"{ref}")
 
-    def _name_cell(self, ws: Any, row: int, name: str, shown_at: int) -> None:
-        """Give column B of `row` the defined name of `name`; show a changed name."""
+    def _name_cell(self, ws: Any, row: int, name: str, shown_at: int, unit: str = "1",
+                   integer: bool = False) -> None:
+        """Give column B of `row` the defined name of `name` and a number format with its unit;
+        show a changed name."""
         self._define(self.names[name], ws.title, f"B{row}")
         self.info.cells[name] = (ws.title, f"B{row}")
+        value = self._value(name)
+        cell = ws.cell(row=row, column=2)
+        if not isinstance(value, (bool, str)) and value is not None:
+            cell.number_format = value_format(value, unit, integer)
+            self.hints[(ws.title, cell.coordinate)] = render(value, cell.number_format)
         if name in self.renamed:
             ws.cell(row=row, column=shown_at, value=self.names[name])
 
+    def _value(self, name: str) -> Any:
+        v = self.result.values.get(name)
+        return self.result.config.values.get(name) if v is None else v
+
     def _human(self, ws: Any, row: int, col: int, name: str, unit: str) -> None:
-        """Human value and unit of a named cell in columns `col` and `col + 1`."""
+        """The value of a named cell in the CLI's human units, live: one text cell."""
+        ref = self.names[name]
         if name in self.flags:
-            _put(ws, row, col, f'=IF({self.names[name]}=1,"yes","no")')
-            return
-        formula, label, fmt = human_formula(self.names[name], self.result.values[name], unit)
-        _put(ws, row, col, formula, label).number_format = fmt
+            text, shown = f'=IF({ref}=1,"yes","no")', "yes"
+        else:
+            text = "=" + human_text(ref, unit)
+            shown = readable(self._value(name), unit)
+        _put(ws, row, col, text)
+        self.hints[(ws.title, ws.cell(row=row, column=col).coordinate)] = shown
 
     # -- the workbook -------------------------------------------------------------------------
     def build(self) -> tuple[Workbook, ExportInfo]:
@@ -215,6 +314,16 @@ class _Builder:
         self._summary(summary)  # last but one: it reads the Checks range
         self._about(about)
         wb.calculation.fullCalcOnLoad = True  # no cached values: compute on open
+        for ws in wb.worksheets:
+            _protect(ws)
+            if ws.title != "About":
+                _autosize(ws, self.hints)
+            _print_setup(ws, HEADER_ROWS.get(ws.title, 4) if ws.title not in ("About",
+                                                                               "Summary") else None)
+        wb["Summary"].page_setup.fitToHeight = 1  # the one-page dashboard
+        if self.catalog_rows:  # the catalog prints; the figures' sources stay on screen
+            hw = wb["Hardware"]
+            hw.print_area = f"A1:{get_column_letter(hw.max_column)}{self.catalog_rows}"
         self.info.sheets = wb.sheetnames
         return wb, self.info
 
@@ -238,9 +347,8 @@ class _Builder:
         _titles(ws, "Inputs", "Type in the yellow cells (categorical settings: pick from the "
                 "drop-down in 'Choose'). Green cells are looked up from the Hardware sheet for "
                 "the node chosen below. 'Value' is in the unit shown; formulas read it by name.")
-        _header(ws, 4, ["Name", "Value", "Choose", "Unit", "Human value", "Human unit",
-                        "Default", "Domain", "Config key", "From", "Doc", "Source",
-                        "Excel name"], [26, 18, 14, 12, 14, 11, 12, 20, 26, 34, 60, 40, 16])
+        _header(ws, 4, ["Name", "Value", "Choose", "Unit", "Readable", "Default", "Domain",
+                        "Config key", "From", "Doc", "Source", "Excel name"])
         row = 5
         for group in _ordered({d.group for d in m.inputs.values()}):
             _put(ws, row, 1, group).font = BOLD
@@ -251,13 +359,14 @@ class _Builder:
                 if d.group == group:
                     self._input_row(ws, row, name, d)
                     row += 1
+        self.inputs_rows = (5, row)
         _put(ws, row + 1, 1, "Constants").font = BOLD
         row += 2
         for name, c in m.constants.items():
             _put(ws, row, 1, name, c.value).offset(column=1).fill = FILL_CONST
             _put(ws, row, 4, c.unit)
-            _put(ws, row, 10, f"{_short_path(c.path)}:{c.line}", Text(c.doc), Text(c.source))
-            self._name_cell(ws, row, name, 13)
+            _put(ws, row, 9, f"{_short_path(c.path)}:{c.line}", Text(c.doc), Text(c.source))
+            self._name_cell(ws, row, name, 12, c.unit)
             row += 1
         _put(ws, row + 1, 1, "Names changed for Excel").font = BOLD
         _put(ws, row + 1, 2, "A defined name must not read as a cell reference (h100, tp1), an "
@@ -276,9 +385,11 @@ class _Builder:
         c.fill, c.font = FILL_EDIT, BOLD
         self._define(NODE_NAME, ws.title, f"C{row}")
         self.info.node_cell = (ws.title, f"C{row}")
+        self.node_address = f"{ws.title}!C{row}"
         _validate(ws, f"C{row}", "list", "hardware.ids", "Unknown node",
-                  "Pick a node id listed on the Hardware sheet.", blank=True)
-        _put(ws, row, 9, NODE_NAME, "config" if node else "not set",
+                  "Pick a node id listed on the Hardware sheet.")
+        c.protection = UNLOCKED
+        _put(ws, row, 8, NODE_NAME, "config" if node else "not set",
              "Hardware node type (an id from the Hardware sheet). Choosing another switches "
              "every green figure below; figures the config sets itself stay as pasted.",
              None, NODE_NAME)
@@ -299,6 +410,8 @@ class _Builder:
                            f"MATCH({excel_string(key)},hardware.keys,0))")
             vcell.fill = FILL_LOOKUP
             where = "looked up on Hardware for the chosen node"
+            self.input_cells.append(InputCell(name, d, self.names[name], f"{ws.title}!B{row}",
+                                              lookup=True))
         elif categorical:
             label = cfg.labels.get(name, d.label(value))
             choice = _put(ws, row, 3, Text(label) if isinstance(label, str) else label)
@@ -318,19 +431,24 @@ class _Builder:
             if len(options) < 250 and '"' not in options:  # the limits of an inline list
                 _validate(ws, f"C{row}", "list", f'"{options}"', name,
                           f"Choose one of: {options}")
+            choice.protection = UNLOCKED
+            self.input_cells.append(InputCell(name, d, self.names[name], f"{ws.title}!B{row}",
+                                              cname, f"{ws.title}!C{row}"))
         else:
-            vcell.value, vcell.fill = value, FILL_EDIT
+            vcell.value, vcell.fill, vcell.protection = value, FILL_EDIT, UNLOCKED
+            self.input_cells.append(InputCell(name, d, self.names[name], f"{ws.title}!B{row}"))
             if key in self.hw_inputs and kind not in ("node", "default"):
                 where += " (set by the config: overrides the node's figure)"
             rule = validation_formula(d.domain, f"B{row}")
             if rule:
                 _validate(ws, f"B{row}", "custom", rule, name, f"{name} must be {d.domain.text}")
-        self._name_cell(ws, row, name, 13)
+        self._name_cell(ws, row, name, 12, d.unit, d.domain.kind in ("integer", "choice",
+                                                                      "boolean"))
         _put(ws, row, 4, d.unit)
         if not categorical:
             self._human(ws, row, 5, name, d.unit)
         default = str(d.default).upper() if isinstance(d.default, bool) else d.default
-        _put(ws, row, 7, default, d.domain.text, d.config, where, Text(d.doc), Text(d.source))
+        _put(ws, row, 6, default, d.domain.text, d.config, where, Text(d.doc), Text(d.source))
 
     # -- Hardware -----------------------------------------------------------------------------
     def _hardware(self, ws: Any) -> None:
@@ -339,7 +457,7 @@ class _Builder:
                 "input they feed (row 5). The node chosen on Inputs is highlighted; its figures "
                 "are looked up by INDEX/MATCH. Sources are listed below the table.")
         _put(ws, 3, 1, "Chosen node:", f"={NODE_NAME}").font = BOLD
-        _header(ws, 4, ["Node id", "Name", "Vendor", *keys], [16, 44, 10] + [16] * len(keys))
+        _header(ws, 4, ["Node id", "Name", "Vendor", *keys])
         ws.freeze_panes = "B6"
         for i, key in enumerate(keys):
             _put(ws, 5, 4 + i, self.hw_inputs[key].unit).font = NOTE
@@ -348,14 +466,26 @@ class _Builder:
         for r, node in enumerate(nodes, start=first):
             _put(ws, r, 1, node.id, Text(node.name), Text(node.vendor), *(
                 _catalog_value(node.specs.get(k), self.hw_inputs[k]) for k in keys))
+        for i, key in enumerate(keys):  # one format per column, from its largest figure
+            col = [ws.cell(row=r, column=4 + i) for r in range(first, last + 1)]
+            nums = [c.value for c in col if isinstance(c.value, (int, float))
+                    and not isinstance(c.value, bool)]
+            if nums:
+                d = self.hw_inputs[key]
+                fmt = value_format(max(nums, key=abs), d.unit, d.domain.kind == "integer"
+                                   or all(float(v) == int(v) for v in nums))
+                for c in col:
+                    c.number_format = fmt
         lastcol = get_column_letter(3 + max(len(keys), 1))
         self._define("hardware.ids", ws.title, f"A{first}", f"A{last}")
         self._define("hardware.keys", ws.title, "D4", f"{lastcol}4")
         self._define("hardware.table", ws.title, f"D{first}", f"{lastcol}{last}")
+        self.catalog_rows = last
         ws.conditional_formatting.add(f"A{first}:{lastcol}{last}", FormulaRule(
             formula=[f"$A{first}={NODE_NAME}"], fill=FILL_EDIT, font=BOLD))
         r = last + 3
-        _put(ws, r, 1, "Figures as written in the node files").font = BOLD
+        _put(ws, r, 1, "Figures as written in the node files (on screen only: not printed)"
+             ).font = BOLD
         _header(ws, r + 1, ["Node id", "Figure", "Value", "Unit", "Source", "File"])
         ws.freeze_panes = "B6"
         r += 1
@@ -376,52 +506,69 @@ class _Builder:
         paths = sorted({_short_path(m.quantities[n].path) for n in names})
         _titles(ws, f"{ws.title}: formulas from {', '.join(paths)}", "Every 'Value' cell is a "
                 "live formula over named cells, in the unit shown (SI as in `dlformula eval "
-                "--format json`); 'Human value' converts it.")
-        _header(ws, 4, ["Name", "Value", "Unit", "Human value", "Human unit", "Definition",
-                        "Doc", "Source", "Defined at", "Excel name"],
-                [30, 20, 12, 14, 12, 60, 60, 40, 26, 16])
+                "--format json`, its unit in the number format); 'Readable' shows it as the CLI "
+                "does.")
+        _header(ws, 4, ["Name", "Value", "Unit", "Readable", "Definition", "Doc", "Source",
+                        "Defined at", "Excel name"])
         for row, name in enumerate(names, start=5):
             q = m.quantities[name]
             _put(ws, row, 1, name, self.formulas[name], q.unit)
-            self._name_cell(ws, row, name, 10)
+            value = self._value(name)
+            whole = q.unit not in ("1", "") and isinstance(value, (int, float)) and (
+                float(value) == int(value) and not any(parse_unit(q.unit).dim))
+            self._name_cell(ws, row, name, 9, q.unit, whole)
             self._human(ws, row, 4, name, q.unit)
-            _put(ws, row, 6, Text(" ".join(q.expr.split())), Text(q.doc), Text(q.source),
+            _put(ws, row, 5, Text(" ".join(q.expr.split())), Text(q.doc), Text(q.source),
                  f"{_short_path(q.path)}:{q.line}")
+            # The row number when Value is not a number (an error, or text typed over it): the
+            # Checks sheet names the first such cell. Hidden: it is bookkeeping.
+            _put(ws, row, FLAG_COL, f'=IF(ISNUMBER(B{row}),"",ROW())')
+        if names:
+            self.result_sheets.append((ws.title, 5, 4 + len(names)))
+            ws.column_dimensions[get_column_letter(FLAG_COL)].hidden = True
 
     # -- Checks -------------------------------------------------------------------------------
+    def _check_rows(self) -> list[CheckRow]:
+        rows: list[CheckRow] = []
+        if self.node_address and any(c.lookup for c in self.input_cells):
+            rows.append(node_row(NODE_NAME, "hardware.ids", self.node_address))
+        node_fix = f"{self.node_address} (hardware.node)"
+        rows += [input_row(c, node_fix) for c in self.input_cells]
+        where = {c.name: c.choice_address or c.address for c in self.input_cells}
+        involved = dict(zip((c.name for c in self.model.constraints),
+                            self.model.constraint_names, strict=True))
+        choices = {c.name: c.choice for c in self.input_cells if c.choice}
+        for c in self.conditions:
+            fix = ", ".join(f"{where[n]} ({n})" for n in involved.get(c["name"], ())
+                            if n in where)
+            kind = "warning" if c["kind"] == "warning" else "constraint"
+            rows.append(CheckRow(c["name"], kind, c["excel"],
+                                 message_formula(c["message"], self.names, self.model, choices),
+                                 fix, c["check"], _short_path(c["where"])))
+        rows += [numbers_row(sheet, first, last, get_column_letter(FLAG_COL))
+                 for sheet, first, last in self.result_sheets]
+        return rows
+
     def _checks(self, ws: Any) -> None:
-        _titles(ws, "Checks: conditions a layout must meet to run, and warnings",
-                "A FAIL means the layout cannot run as set; a warning means it runs but deserves "
-                "a look. The message says what to change.")
-        _header(ws, 4, ["Check", "Status", "Message", "Condition", "Defined at"],
-                [28, 10, 80, 50, 30])
-        for row, c in enumerate(self.conditions, start=5):
-            text, bad = c["excel"], "warning" if c["kind"] == "warning" else "FAIL"
-            _put(ws, row, 1, c["name"], f'=IF({text},"ok","{bad}")',
-                 f'=IF({text},"",{self._message(c["message"])})', Text(c["check"]),
-                 _short_path(c["where"]))
-        if self.conditions:
-            last = 4 + len(self.conditions)
+        _titles(ws, "Checks: every input's domain, the conditions a layout must meet to run, "
+                "warnings, and that every result is a number",
+                "A FAIL means the workbook cannot be trusted as set; a warning means it runs but "
+                "deserves a look. The message says what is wrong, 'Fix' where to change it.")
+        _header(ws, 4, ["Check", "Status", "Message", "Fix", "Condition", "Defined at"])
+        rows = self._check_rows()
+        for row, c in enumerate(rows, start=5):
+            bad = "warning" if c.kind == "warning" else "FAIL"
+            _put(ws, row, 1, c.name, f'=IFERROR(IF({c.cond},"ok","{bad}"),"error")',
+                 f'=IFERROR(IF({c.cond},"",{c.message}),"cannot be checked: a cell it reads '
+                 'holds an error value or text")', c.fix, Text(c.condition), c.where)
+        if rows:
+            last = 4 + len(rows)
+            self.check_rows = (5, last)
             self.check_range = f"Checks!$B$5:$B${last}"
             ws.conditional_formatting.add(f"B5:C{last}", FormulaRule(
-                formula=['$B5="FAIL"'], fill=FILL_BAD, font=FONT_BAD))
+                formula=['OR($B5="FAIL",$B5="error")'], fill=FILL_BAD, font=FONT_BAD))
             ws.conditional_formatting.add(f"B5:C{last}", FormulaRule(
                 formula=['$B5="warning"'], fill=FILL_WARN))
-
-    def _message(self, message: str) -> str:
-        """A constraint message as a formula: its {name} placeholders become live values."""
-        parts, pos = [], 0
-        for mt in re.finditer(r"\{([A-Za-z][A-Za-z0-9_]*)\}", message):
-            name = mt.group(1)
-            if name not in self.names:
-                continue
-            d = self.model.inputs.get(name)
-            categorical = d is not None and (bool(d.choices) or d.domain.kind == "boolean")
-            parts += [excel_string(message[pos:mt.start()]),
-                      self.names[name] + (CHOICE_SUFFIX if categorical else "")]
-            pos = mt.end()
-        parts.append(excel_string(message[pos:]))
-        return "&".join(p for p in parts if p != '""') or '""'
 
     # -- Summary ------------------------------------------------------------------------------
     def _summary(self, ws: Any) -> None:
@@ -434,25 +581,31 @@ class _Builder:
                 ("Hardware node", f"={NODE_NAME}")]
         if "gpus" in have:
             info.append(("GPUs", f"={names['gpus']}"))
-        layout = [n for n in ("tp", "pp", "dp", "cp", "vpp") if n in m.inputs]
+        layout = [n for n in ("tp", "pp", "dp", "cp", "ep", "vpp") if n in m.inputs]
         if layout:
             info.append(("Layout", "=" + '&" "&'.join(f'"{n.upper()}="&{names[n]}'
                                                       for n in layout)))
-        if self.check_range:
-            fails, warns = (f'COUNTIF({self.check_range},"{w}")' for w in ("FAIL", "warning"))
-            info.append(("Layout checks", f'=IF({fails}>0,"FAIL: see the Checks sheet",'
-                         f'IF({warns}>0,{warns}&" warning(s): see the Checks sheet",'
-                         '"all pass"))'))
+        if self.check_rows:
+            ranges = [f"{quote_sheetname(t)}!$B${a}:$B${b}" for t, a, b in self.result_sheets]
+            ranges.append(f"Inputs!$B${self.inputs_rows[0]}:$B${self.inputs_rows[1]}")
+            info.append(("Status", status_formula(*self.check_rows, ranges)))
         for r, (label, value) in enumerate(info, start=3):
             _put(ws, r, 1, label, value).font = BOLD
-        if self.check_range:
-            ws.conditional_formatting.add(f"B{r}", FormulaRule(
-                formula=[f'COUNTIF({self.check_range},"FAIL")>0'], fill=FILL_BAD, font=FONT_BAD))
-            ws.conditional_formatting.add(f"B{r}", FormulaRule(
-                formula=[f'COUNTIF({self.check_range},"warning")>0'], fill=FILL_WARN))
+            ws.cell(row=r, column=1).alignment = Alignment(vertical="top")
+        if self.check_rows:
+            self._define(STATUS_NAME, ws.title, f"B{r}")
+            ws.cell(row=r, column=2).alignment = WRAP
+            ws.row_dimensions[r].height = 45
+            ws.merge_cells(start_row=r, start_column=2, end_row=r, end_column=5)
+            for word, fill, font in (("all pass", FILL_GOOD, BOLD), ("warning", FILL_WARN, BOLD),
+                                     ("FAIL", FILL_BAD, FONT_BAD), ("ERROR", FILL_BAD, FONT_BAD)):
+                test = (f'{STATUS_NAME}="all pass"' if word == "all pass"
+                        else f'LEFT({STATUS_NAME},{len(word)})="{word}"')
+                ws.conditional_formatting.add(f"A{r}:E{r}", FormulaRule(
+                    formula=[test], fill=fill, font=font))
         row = r + 2
         _put(ws, row, 1, "Key results").font = TITLE
-        _header(ws, row + 1, ["Result", "Value", "Unit", "Name", "Doc"])
+        _header(ws, row + 1, ["Result", "Value", "Exact value", "Name", "Doc"])
         ws.freeze_panes = None
         row += 1
         keys = [n for n in KEY_RESULTS if n in have]
@@ -465,8 +618,12 @@ class _Builder:
                  name, Text(d.doc))
             if d.unit == "1" and name not in self.flags:
                 _put(ws, row, 2, f"={names[name]}").number_format = "0.0%"
+                self.hints[(ws.title, f"B{row}")] = f"{self._value(name) * 100:.1f}%"
             else:
                 self._human(ws, row, 2, name, d.unit)
+            exact = _put(ws, row, 3, f"={names[name]}")
+            exact.number_format = value_format(self._value(name), d.unit, False)
+            self.hints[(ws.title, f"C{row}")] = render(self._value(name), exact.number_format)
             ws.cell(row=row, column=2).font = BOLD
             if fits and name in MEMORY_ROWS | {"hbm_capacity"}:
                 mem, cap = names["memory_per_gpu"], names["hbm_capacity"]
@@ -474,29 +631,46 @@ class _Builder:
                     formula=[f"{mem}>{cap}"], fill=FILL_BAD, font=FONT_BAD))
                 ws.conditional_formatting.add(f"A{row}:C{row}", FormulaRule(
                     formula=[f"{mem}<={cap}"], fill=FILL_GOOD))
-        self._chart(ws, row + 2, "Memory per GPU", "GiB", MEMORY_PARTS, 2**30)
-        self._chart(ws, row + 2 + CHART_ROWS, "Step time", "s", TIME_PARTS, 1)
+        row += 2
+        top = row  # the tables stacked in A:B, their charts side by side beside them
+        for (total, title, unit, divisor), anchor in zip(
+                (("memory_per_gpu", "Memory per GPU", "GiB", 2**30),
+                 ("step_time", "Step time", "s", 1)), ("C", "E"), strict=True):
+            row = self._chart(ws, row, total, title, unit, divisor, f"{anchor}{top}")
         _fit_page_width(ws)
 
-    def _chart(self, ws: Any, row: int, title: str, unit: str, parts: list[tuple[str, str]],
-               divisor: int) -> None:
-        """A small live table of `parts` and a native bar chart of it beside."""
-        parts = [(label, n) for label, n in parts if n in self.names]
-        if not parts:
-            return
+    def _chart(self, ws: Any, row: int, total: str, title: str, unit: str,
+               divisor: int, anchor: str) -> int:
+        """A live table of the parts `total` adds up (named as in `eval`, read from its
+        formula), the total beneath, and a native bar chart of the parts beside; returns the
+        next free row."""
+        parts = self.breakdowns.get(total)
+        if not parts or total not in self.names:
+            return row
+        per = f"/{divisor}" if divisor != 1 else ""
         _put(ws, row, 1, f"{title} ({unit})", unit).font = BOLD
-        for i, (label, name) in enumerate(parts, start=row + 1):
-            ref = self.names[name] + (f"/{divisor}" if divisor != 1 else "")
-            _put(ws, i, 1, label, f"={ref}").offset(column=1).number_format = "#,##0.00###"
+        for i, (label, text, what) in enumerate(parts, start=row + 1):
+            cell = _put(ws, i, 1, label, f"=({text}){per}" if per else f"={text}")
+            if what != label:  # an overhead on other parts: say which
+                cell.comment = Comment(f"{label} = {what}", "dlformula")
+            ws.cell(row=i, column=2).number_format = "#,##0.00"
         last = row + len(parts)
+        _put(ws, last + 1, 1, f"{total} (the sum)", f"={self.names[total]}{per}").font = BOLD
+        ws.cell(row=last + 1, column=2).number_format = "#,##0.00"
+        ws.cell(row=last + 1, column=2).font = BOLD
+        self.parts_cells[total] = (ws.title, row + 1, last)
         chart = BarChart()
         chart.type, chart.title, chart.legend = "bar", f"{title} ({unit})", None
         chart.y_axis.title = unit
+        # Explicitly not deleted: openpyxl writes <c:delete val="1"/> by default, which some
+        # Excel builds honour by hiding both axes.
+        chart.x_axis.delete = chart.y_axis.delete = False
         chart.add_data(Reference(ws, min_col=2, min_row=row, max_row=last),
                        titles_from_data=True)
         chart.set_categories(Reference(ws, min_col=1, min_row=row + 1, max_row=last))
-        chart.height, chart.width = 7.5, 16
-        ws.add_chart(chart, f"C{row}")
+        chart.height, chart.width = 7.5, 10
+        ws.add_chart(chart, anchor)
+        return last + 3
 
     # -- About --------------------------------------------------------------------------------
     def _about(self, ws: Any) -> None:
@@ -536,8 +710,9 @@ ABOUT_TEXT = [
                    "(recompute, precision, ...) and the node type from the drop-downs."),
     ("", "2. Read the key results and the charts on Summary; a red memory row means the run "
          "does not fit in the accelerator's memory."),
-    ("", "3. Checks says whether the layout can run (tp x pp x dp x cp = GPUs, divisibility); "
-         "a FAIL row says what to change."),
+    ("", "3. The status on Summary must read 'all pass'. Otherwise it names the first failing "
+         "check (an input out of its domain, a layout that cannot run, a result that is not a "
+         "number) and the cell to fix; the Checks sheet lists them all."),
     ("", "4. Every quantity sheet shows the formula's definition, doc and source; "
          "`dlformula explain NAME` shows the derivation step by step."),
     ("", ""),
@@ -552,8 +727,13 @@ ABOUT_TEXT = [
               "would misread (h100, tp1, r, c) get a leading '_'; the table at the bottom of "
               "Inputs lists them."),
     ("Units", "'Value' columns hold each figure in its declared unit (SI base units: byte, s, "
-              "FLOP) exactly as `dlformula eval --format json` prints it; 'Human value' columns "
-              "beside convert to GiB, ms, TFLOP/s, days, ..."),
+              "FLOP) exactly as `dlformula eval --format json` prints it, the unit in the number "
+              "format (B is always a billion, bytes read 'byte'); 'Readable' columns beside "
+              "show GiB, ms, TFLOP/s, days, ... as the CLI does."),
+    ("Status", "Summary's status is 'all pass' only when every check on Checks passes and no "
+               "result holds an error; otherwise it names the first problem and the cell to "
+               "fix. Sheets are protected without a password: only input cells are unlocked "
+               "(Review > Unprotect Sheet to change a formula on purpose)."),
     ("Categorical inputs", "The drop-down label ('Choose') becomes the code the formulas use "
                            "through an INDEX/MATCH (or IF) formula in 'Value'."),
 ]

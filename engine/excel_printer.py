@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
-from .units import parse_unit
 
 # Precedence of what a printed piece is, Excel's rules: comparison < + - < * / < ^ < unary -.
 PREC_REL, PREC_ADD, PREC_MUL, PREC_POW, PREC_NEG, PREC_ATOM = 1, 2, 3, 4, 5, 6
@@ -305,7 +304,58 @@ def print_formulas(fs: Any, names: Mapping[str, str],
         except ExcelPrintError as exc:
             raise ModelError(f"cannot export constraint '{c.name}' to Excel: {exc}",
                              c.path, c.line) from None
-    return {"quantities": quantities, "flags": flags, "checks": checks}
+    breakdowns = {total: [[label, printer.doprint(part), text] for label, part, text in
+                          breakdown(fs, total)]
+                  for total in BREAKDOWNS if total in fs.exprs}
+    return {"quantities": quantities, "flags": flags, "checks": checks, "breakdowns": breakdowns}
+
+
+BREAKDOWNS = ("memory_per_gpu", "step_time")  # totals whose parts Summary tables and charts
+
+
+def breakdown(fs: Any, total: str) -> list[tuple[str, Any, str]]:
+    """The additive parts of a quantity, read from the formulas' structure: (name as in `eval`,
+    sympy expression, what it is). A sum is split into its terms, a term `x * (1 + f)` into `x`'s
+    parts plus the overhead `f * x`, and a quantity defined as a sum of named quantities into
+    those; anything else is one part. The parts add up to the total by construction.
+    """
+    import sympy
+
+    exprs = fs.exprs
+
+    def split(e: Any, depth: int, text: str) -> list[tuple[str, Any, str]]:
+        if isinstance(e, sympy.Add):
+            return [p for t in _ordered_terms(e, text) for p in split(t, depth, text)]
+        if isinstance(e, sympy.Symbol):
+            sub = exprs.get(e.name)
+            if (depth < 3 and isinstance(sub, sympy.Add)
+                    and all(isinstance(a, sympy.Symbol) for a in sub.args)):
+                return split(sub, depth + 1, fs.quantities[e.name].expr)
+            return [(e.name, e, e.name)]
+        if isinstance(e, sympy.Mul):
+            for f in e.args:  # x * (1 + f): the parts of x, then the overhead f * x
+                if isinstance(f, sympy.Add) and sympy.S.One in f.args:
+                    rest = sympy.Mul(*[a for a in e.args if a is not f])
+                    extra = sympy.Add(*[a for a in f.args if a != 1])
+                    label = extra.name if isinstance(extra, sympy.Symbol) else str(extra)
+                    return [*split(rest, depth, text),
+                            (label, extra * rest, f"{label} x ({_plain(rest)})")]
+        return [(_plain(e), e, _plain(e))]
+
+    return split(exprs[total], 0, fs.quantities[total].expr)
+
+
+def _ordered_terms(e: Any, text: str) -> list[Any]:
+    """The terms of a sum in the order the formula file writes them."""
+    def key(t: Any) -> tuple[int, str]:
+        found = [m.start() for s in t.free_symbols
+                 for m in [re.search(rf"\b{re.escape(s.name)}\b", text)] if m]
+        return (min(found) if found else len(text), str(t))
+    return sorted(e.args, key=key)
+
+
+def _plain(e: Any) -> str:
+    return " ".join(str(e).split())
 
 
 def _short(expr: Any) -> str:
@@ -448,66 +498,3 @@ def validation_formula(domain: Any, cell: str) -> str | None:
     if domain.hi is not None:
         parts.append(f"{cell}{'<=' if domain.hi_inclusive else '<'}{number_text(domain.hi)}")
     return f"AND({','.join(parts)})"
-
-
-_HUMAN_STEPS: dict[tuple[int, ...], list[tuple[float, str]]] = {
-    (1, 0, 0, 0, 0): [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"),
-                      (1.0, "B")],
-    (1, -1, 0, 0, 0): [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")],
-    (0, 1, 0, 0, 0): [(86400.0 * 3, "days"), (3600.0 * 3, "h"), (300.0, "min"), (1.0, "s"),
-                      (1e-3, "ms"), (1e-6, "us")],
-    (0, 0, 1, 0, 0): [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"),
-                      (1e9, "GFLOP"), (1.0, "FLOP")],
-    (0, -1, 1, 0, 0): [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
-                       (1e9, "GFLOP/s"), (1.0, "FLOP/s")],
-    (0, 0, 0, 0, 1): [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),
-                      (1.0, "J")],
-    (0, -1, 0, 0, 1): [(1e6, "MW"), (1e3, "kW"), (1.0, "W")],
-}
-_TIME_SCALE = {"days": 86400.0, "h": 3600.0, "min": 60.0}
-
-
-HUMAN_FORMAT = "#,##0.0##"
-MONEY_FORMAT = "#,##0"
-
-
-def human_formula(ref: str, value: Any, unit: str) -> tuple[str, str, str]:
-    """(formula, unit text, number format) showing the named cell `ref` in a readable unit."""
-    factor, label = human_unit(value, unit)
-    fmt = MONEY_FORMAT if label.endswith("USD") else HUMAN_FORMAT
-    if factor == 1:
-        return f"={ref}", label, fmt
-    for scale, op in ((factor, "*"), (1 / factor, "/")):
-        if scale >= 1 and abs(scale - round(scale)) <= 1e-12 * scale:
-            return f"={ref}{op}{int(round(scale))}", label, fmt
-    return f"={ref}*{number_text(factor)}", label, fmt
-
-
-def human_unit(value: Any, unit: str) -> tuple[float, str]:
-    """(factor, unit text): value * factor reads well in that unit (picked from `value`)."""
-    try:
-        v = float(value)
-        u = parse_unit(unit)
-    except (TypeError, ValueError):
-        return 1.0, unit
-    key = tuple(int(x) for x in u.dim)
-    if "GPU" in unit and u.scale != 1 or (key == (0, 0, 0, 0, 0) and unit not in ("1", "")):
-        for factor, name in [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]:
-            if abs(v) >= max(factor, 1e4):
-                return 1 / factor, f"{name} {unit}"
-        return 1.0, unit
-    if key == (0, -1, 0, 0, 0) and unit.startswith("token"):
-        for factor, name in [(1e6, "M"), (1e3, "k")]:
-            if abs(v) >= factor:
-                return 1 / factor, f"{name} token/s"
-        return 1.0, unit
-    steps = _HUMAN_STEPS.get(key)
-    if steps is None:
-        return 1.0, "" if unit == "1" else unit
-    si = v * u.scale
-    scale, name = steps[-1] if si != 0 or key != (0, 1, 0, 0, 0) else (1.0, "s")
-    for threshold, label in steps:
-        if abs(si) >= threshold:
-            scale, name = threshold, label
-            break
-    return u.scale / _TIME_SCALE.get(name, scale), name

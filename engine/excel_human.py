@@ -1,0 +1,223 @@
+"""Human units as spreadsheet formulas: the rules of `humanize.human` written in Excel-2007
+functions, so a workbook shows "202.50 GiB" where the CLI does, live, for whatever value a cell
+holds after an edit (one difference: bytes below a KiB read "byte", not "B", which the workbook
+keeps for a billion); and the number formats of value cells (unit in the format, integers
+without decimals, counts with k/M/B/T where B is a billion).
+
+`human_text(ref, unit)` is an Excel expression (no leading '=') giving the text `human()` gives,
+joined as "NUMBER UNIT". `placeholder(...)` is how a check message shows a `{name}` (the rules of
+`CompiledModel.fill_message`). tests/test_excel_engines.py compares both with the engine.
+"""
+
+from __future__ import annotations
+
+from .units import parse_unit
+
+# The steps of humanize.human, per dimension (byte, s, FLOP, USD, J exponents):
+# (threshold and divisor in SI, unit name). Kept beside `human()` in meaning; the tests compare
+# the recalculated texts with `human()` itself.
+_B = (1, 0, 0, 0, 0)
+STEPS: dict[tuple[int, ...], tuple[str, list[tuple[float, str]]]] = {
+    _B: ("2f", [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"),
+                (1.0, "byte")]),
+    (1, -1, 0, 0, 0): ("4g", [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"),
+                              (1.0, "byte/s")]),
+    (0, 0, 1, 0, 0): ("4g", [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"),
+                             (1e9, "GFLOP"), (1.0, "FLOP")]),
+    (0, -1, 1, 0, 0): ("4g", [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
+                              (1e9, "GFLOP/s"), (1.0, "FLOP/s")]),
+    (0, 0, 0, 0, 1): ("4g", [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),
+                             (1.0, "J")]),
+    (0, -1, 0, 0, 1): ("4g", [(1e6, "MW"), (1e3, "kW"), (1.0, "W")]),
+}
+TIME_STEPS = [(1e-3, 1e-6, "us"), (1.0, 1e-3, "ms"), (300.0, 1.0, "s"), (3 * 3600.0, 60.0, "min"),
+              (3 * 86400.0, 3600.0, "h"), (None, 86400.0, "days")]
+COUNT_STEPS = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]
+
+
+def num(v: float) -> str:
+    """A number as short formula text: 1024, 0.001, 1E+15, 1E-06."""
+    return f"{float(v):.15g}".upper()
+
+
+def g4(x: str, zero: str | None = None) -> str:
+    """Python's '{:.4g}' of the expression `x` (for |x| below 1e4, where it is not scientific);
+    `zero` is a shorter expression that is 0 exactly when `x` is."""
+    return f'IF({zero or x}=0,"0",ROUND({x},3-INT(LOG10(ABS({x}))))&"")'
+
+
+def _scaled(x: str, steps: list[tuple[float, str]], fmt: str, suffix: str = "") -> str:
+    """The first step whose threshold |x| reaches (the last one below all), formatted: one
+    MATCH over the steps' lower bounds, the divisor and unit looked up from inline arrays."""
+    asc = list(reversed(steps))
+    bounds = ",".join(["0", *(num(f) for f, _ in asc[1:])])
+    divisors = ",".join(num(f) for f, _ in asc)
+    labels = ",".join('"' + (f"{n} {suffix}".strip() if suffix else n) + '"' for _, n in asc)
+    k = f"MATCH(ABS({x}),{{{bounds}}},1)"
+    v = f"{x}/INDEX({{{divisors}}},{k})"
+    text = f'TEXT({v},"0.00")' if fmt == "2f" else g4(v, x)
+    return f'{text}&" "&INDEX({{{labels}}},{k})'
+
+
+def general(x: str) -> str:
+    """humanize._num: 0; scientific beyond 1e5 or below 1e-3; 4 digits below 1000; else 1,234."""
+    return (f'IF({x}=0,"0",IF(OR(ABS({x})>=100000,ABS({x})<0.001),'
+            f'LOWER(TEXT({x},"0.000E+00")),IF(ABS({x})<1000,{g4(x)},TEXT({x},"#,##0"))))')
+
+
+def human_text(ref: str, unit: str) -> str:
+    """An Excel expression giving `' '.join(human(value, unit)).strip()` for the cell `ref`."""
+    try:
+        u = parse_unit(unit)
+    except ValueError:
+        return f'{general(ref)}&" {unit}"'
+    key = tuple(int(x) for x in u.dim)
+    si = ref if u.scale == 1 else f"{ref}*{num(u.scale)}"
+    if "GPU" in unit and u.scale != 1:
+        return _scaled(ref, [(1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")], "4g", unit)
+    if key in STEPS:
+        fmt, steps = STEPS[key]
+        return _scaled(si, steps, fmt)
+    if key == (0, 1, 0, 0, 0):  # us below 1 ms, ms below 1 s, s below 300 s, min, h, days
+        steps = [(limit or 0.0, factor, name) for limit, factor, name in TIME_STEPS]
+        bounds = ",".join(["0", *(num(lim) for lim, _, _ in steps[:-1])])
+        divisors = ",".join(num(f) for _, f, _ in steps)
+        labels = ",".join(f'"{n}"' for _, _, n in steps)
+        k = f"MATCH(ABS({si}),{{{bounds}}},1)"
+        return (f'IF({si}=0,"0 s",{g4(f"{si}/INDEX({{{divisors}}},{k})", si)}&" "&'
+                f"INDEX({{{labels}}},{k}))")
+    if key == (0, 0, 0, 1, 0):
+        return f'IF(ABS({si})>=100,TEXT({si},"#,##0"),TEXT({si},"0.00"))&" USD"'
+    if key == (0, -1, 0, 0, 0) and unit.startswith("token"):
+        return _scaled(si, [(1e6, "M"), (1e3, "k"), (1.0, "")], "4g", "token/s")
+    tail = "" if unit in ("1", "") else f'&" {unit}"'
+    if key == (0, 0, 0, 0, 0) and unit not in ("1", ""):
+        big = _scaled(ref, COUNT_STEPS, "4g", unit)
+        return f"IF(ABS({ref})>=10000,{big},{general(ref)}{tail})"
+    return general(ref) + tail
+
+
+def readable(value: object, unit: str) -> str:
+    """What `human_text` shows for `value`: `human()`'s text, except that a byte is "byte",
+    never "B", which the workbook keeps for a billion."""
+    from .humanize import human
+
+    text = " ".join(human(value, unit)).strip()
+    try:
+        key = tuple(int(x) for x in parse_unit(unit).dim)
+    except ValueError:
+        return text
+    if key == _B and text.endswith(" B"):
+        return text[:-2] + " byte"
+    if key == (1, -1, 0, 0, 0) and text.endswith(" B/s"):
+        return text[:-4] + " byte/s"
+    return text
+
+
+def placeholder(ref: str, unit: str, choice: str | None = None, boolean: bool = False) -> str:
+    """How a check message shows `{name}` (CompiledModel.fill_message): a choice's label, true or
+    false, a whole number below 10,000 as it is, anything else in human units."""
+    if choice is not None:
+        return f'IF({choice},"true","false")' if boolean else choice
+    return f'IF(AND({ref}=INT({ref}),ABS({ref})<10000),{ref}&"",{human_text(ref, unit)})'
+
+
+# -- number formats of value cells -------------------------------------------------------------
+def value_format(value: object, unit: str, integer: bool) -> str:
+    """The number format of a value cell: its unit inside the format ("175.0 B parameter",
+    "85,899,345,920 byte", "3.12E+14 FLOP/s", "0.0432 s"), whole numbers without decimals,
+    counts with k/M/B/T (B always a billion), scientific beyond what a fixed format reads."""
+    try:
+        v = abs(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "General"
+    whole = integer or float(value) == int(float(value))  # type: ignore[arg-type]
+    tail = "" if unit in ("1", "") else '" ' + unit.replace('"', "") + '"'
+
+    def counted(label: str) -> str:
+        return '" ' + (label + " " + unit.replace('"', "")).strip() + '"'
+    try:
+        u = parse_unit(unit)
+        key = tuple(int(x) for x in u.dim)
+    except ValueError:
+        u, key = None, None
+    count = ("GPU" in unit) or (key == (0, 0, 0, 0, 0) and unit not in ("1", ""))
+    if count and v >= 1e6:  # two scales around the exported value, plain digits below
+        if v >= 1e12:
+            return (f'[>=1E12]#,##0.0,,,,{counted("T")};[>=1E9]#,##0.0,,,{counted("B")};'
+                    f"#,##0{tail}")
+        if v >= 1e9:
+            return (f'[>=1E9]#,##0.0,,,{counted("B")};[>=1E6]#,##0.0,,{counted("M")};'
+                    f"#,##0{tail}")
+        return f'[>=1E6]#,##0.0,,{counted("M")};#,##0{tail}'
+    if key == (1, 0, 0, 0, 0):  # bytes: every byte up to a PiB, scientific beyond
+        return f"#,##0{tail}" if v < 2**50 else f"0.00E+00{tail}"
+    if key == (0, 0, 0, 1, 0):
+        return f"#,##0{tail}" if v >= 100 else f"#,##0.00{tail}"
+    plain = count or key in ((0, 1, 0, 0, 0), (0, 0, 0, 0, 0)) or key is None
+    if v >= (1e15 if plain else 1e6):
+        return f"0.00E+00{tail}"
+    if whole and (integer or v >= 1000 or count):
+        return f"#,##0{tail}"
+    if v >= 1000:
+        return f"#,##0.0{tail}"
+    return f"General{tail}"  # 1, 1.2, 0.0432, 2.5E-05: the digits the value has
+
+
+def render(value: object, fmt: str) -> str:
+    """The text a spreadsheet shows for a number under the formats `value_format` writes
+    (sections with [>=X] conditions, thousands separators, scaling commas, optional decimals,
+    scientific, percent, quoted text), to size columns so no value shows as ###."""
+    import re
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "" if value is None else str(value)
+    v = float(value)
+    if fmt.startswith("General"):
+        text = f"{v:.10g}".replace("e", "E")
+        return text + "".join(re.findall(r'"([^"]*)"', fmt))
+    sections = _sections(fmt)
+    chosen = sections[-1][1]
+    for cond, body in sections:
+        if cond is None or cond(v):
+            chosen = body
+            break
+    texts = re.findall(r'"([^"]*)"', chosen)
+    pattern = re.sub(r'"[^"]*"', "\x00", chosen)
+    core = pattern.split("\x00")[0].strip()
+    suffix = "".join(texts)
+    if "E+" in core:
+        mant = core.split("E")[0]
+        digits = len(mant.split(".")[1]) if "." in mant else 0
+        m, e = f"{v:.{digits}E}".split("E")
+        return f"{m}E{int(e):+03d}{suffix}"
+    if core.endswith("%"):
+        v, core = v * 100, core[:-1]
+        suffix = "%" + suffix
+    scale = len(core) - len(core.rstrip(","))
+    core = core.rstrip(",")
+    v /= 1000.0 ** scale
+    decimals = core.split(".")[1] if "." in core else ""
+    fixed = len(decimals.rstrip("#"))
+    text = f"{v:,.{len(decimals)}f}" if "," in core else f"{v:.{len(decimals)}f}"
+    if len(decimals) > fixed:  # optional digits: trailing zeros dropped down to `fixed`
+        whole, frac = text.split(".")
+        frac = frac.rstrip("0").ljust(fixed, "0")
+        text = f"{whole}.{frac}" if frac else whole
+    return text + suffix
+
+
+def _sections(fmt: str) -> list[tuple[object, str]]:
+    import re
+
+    out: list[tuple[object, str]] = []
+    for part in fmt.split(";"):
+        m = re.match(r"^\[(>=|>|<=|<)([-+0-9.E]+)\](.*)$", part)
+        if m:
+            op, lim = m.group(1), float(m.group(2))
+            cond = {">=": lambda x, lim=lim: x >= lim, ">": lambda x, lim=lim: x > lim,
+                    "<=": lambda x, lim=lim: x <= lim, "<": lambda x, lim=lim: x < lim}[op]
+            out.append((cond, m.group(3)))
+        else:
+            out.append((None, part))
+    return out
