@@ -41,7 +41,7 @@ GPT3 = str(ROOT / "examples" / "gpt3-175b.yaml")
 LLAMA = str(ROOT / "examples" / "llama3-70b.yaml")
 DATA = ROOT / "tests" / "data"
 ERRORS = ("#NAME?", "#VALUE!", "#DIV/0!", "#REF!", "#N/A", "#NUM!", "#NULL!", "Err:")
-RANDOM_CONFIGS = 22
+RANDOM_CONFIGS = 10  # bench/workbook_agreement.py runs 200
 
 
 @pytest.fixture(scope="module")
@@ -466,7 +466,7 @@ def _mismatches(case: Case, wb: Any) -> list[str]:
 def test_libreoffice_recalculates_random_configs_to_the_engines_numbers(
         recalculated: list[tuple[Case, Any]]) -> None:
     random_cases = [(c, wb) for c, wb in recalculated if c.label.startswith("random")]
-    assert len(random_cases) >= 20
+    assert len(random_cases) == RANDOM_CONFIGS
     bad = [line for c, wb in recalculated
            if "edited" not in c.label and not c.label.startswith("trust") and c.expected
            for line in _mismatches(c, wb)]
@@ -667,7 +667,7 @@ def test_breakdown_tables_add_up_after_recalculation(
             assert math.isclose(sum(parts), case.expected[total] / divisor, rel_tol=1e-9), (
                 case.label, total, parts)
             checked += 1
-    assert checked > 40
+    assert checked > 20  # every case with two breakdowns
 
 
 def test_check_messages_read_as_the_clis_in_human_units(
@@ -682,7 +682,7 @@ def test_check_messages_read_as_the_clis_in_human_units(
                  if ws.cell(row=r, column=2).value == "warning"]
         assert shown == case.model.warnings(case.expected), case.label
         compared += len(shown)
-    assert compared >= 10
+    assert compared >= 5
     memory = [m for c, _ in recalculated if c.expected for m in c.model.warnings(c.expected)
               if m.startswith("memory_per_gpu = ")]
     assert memory and all(re.match(r"memory_per_gpu = [\d.]+ [KMGT]iB exceeds hbm_capacity = "
