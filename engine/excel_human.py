@@ -1,7 +1,7 @@
 """Human units as spreadsheet formulas: the rules of `humanize.human` written in Excel-2007
 functions, so a workbook shows "202.50 GiB" where the CLI does, live, for whatever value a cell
-holds after an edit (one difference: bytes below a KiB read "byte", not "B", which the workbook
-keeps for a billion); and the number formats of value cells (unit in the format, integers
+holds after an edit (from humanize's one table: a byte reads "byte", "B" is a billion); and the
+number formats of value cells (unit in the format, integers
 without decimals, counts with k/M/B/T where B is a billion).
 
 `human_text(ref, unit)` is an Excel expression (no leading '=') giving the text `human()` gives,
@@ -11,28 +11,11 @@ joined as "NUMBER UNIT". `placeholder(...)` is how a check message shows a `{nam
 
 from __future__ import annotations
 
+from .humanize import COUNT_STEPS, STEPS, TIME_STEPS
 from .units import parse_unit
 
-# The steps of humanize.human, per dimension (byte, s, FLOP, USD, J exponents):
-# (threshold and divisor in SI, unit name). Kept beside `human()` in meaning; the tests compare
-# the recalculated texts with `human()` itself.
-_B = (1, 0, 0, 0, 0)
-STEPS: dict[tuple[int, ...], tuple[str, list[tuple[float, str]]]] = {
-    _B: ("2f", [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"),
-                (1.0, "byte")]),
-    (1, -1, 0, 0, 0): ("4g", [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"),
-                              (1.0, "byte/s")]),
-    (0, 0, 1, 0, 0): ("4g", [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"),
-                             (1e9, "GFLOP"), (1.0, "FLOP")]),
-    (0, -1, 1, 0, 0): ("4g", [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
-                              (1e9, "GFLOP/s"), (1.0, "FLOP/s")]),
-    (0, 0, 0, 0, 1): ("4g", [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),
-                             (1.0, "J")]),
-    (0, -1, 0, 0, 1): ("4g", [(1e6, "MW"), (1e3, "kW"), (1.0, "W")]),
-}
-TIME_STEPS = [(1e-3, 1e-6, "us"), (1.0, 1e-3, "ms"), (300.0, 1.0, "s"), (3 * 3600.0, 60.0, "min"),
-              (3 * 86400.0, 3600.0, "h"), (None, 86400.0, "days")]
-COUNT_STEPS = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]
+# The readable units are humanize's own table (STEPS, TIME_STEPS, COUNT_STEPS): the formulas
+# here are built from it, and the tests compare the recalculated texts with `human()` itself.
 
 
 def num(v: float) -> str:
@@ -98,20 +81,10 @@ def human_text(ref: str, unit: str) -> str:
 
 
 def readable(value: object, unit: str) -> str:
-    """What `human_text` shows for `value`: `human()`'s text, except that a byte is "byte",
-    never "B", which the workbook keeps for a billion."""
+    """What `human_text` shows for `value`: `human()`'s text (one table, humanize.STEPS)."""
     from .humanize import human
 
-    text = " ".join(human(value, unit)).strip()
-    try:
-        key = tuple(int(x) for x in parse_unit(unit).dim)
-    except ValueError:
-        return text
-    if key == _B and text.endswith(" B"):
-        return text[:-2] + " byte"
-    if key == (1, -1, 0, 0, 0) and text.endswith(" B/s"):
-        return text[:-4] + " byte/s"
-    return text
+    return " ".join(human(value, unit)).strip()
 
 
 def placeholder(ref: str, unit: str, choice: str | None = None, boolean: bool = False) -> str:

@@ -15,6 +15,29 @@ _USD = (0, 0, 0, 1, 0)
 _J = (0, 0, 0, 0, 1)
 
 
+# The readable units, per dimension (byte, s, FLOP, USD, J exponents): the number format
+# ("2f" or "4g") and the steps (threshold and divisor in SI, unit name), largest first. The one
+# table: `human()` reads it, and the workbook's spreadsheet formulas are built from it
+# (excel_human.py). A byte is "byte", never "B": "B" is a billion (COUNT_STEPS).
+STEPS: dict[tuple[int, ...], tuple[str, list[tuple[float, str]]]] = {
+    _B: ("2f", [(2.0**70, "ZiB"), (2.0**60, "EiB"), (2.0**50, "PiB"), (2.0**40, "TiB"),
+                (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"), (1.0, "byte")]),
+    (1, -1, 0, 0, 0): ("4g", [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "byte/s")]),
+    _F: ("4g", [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"), (1e12, "TFLOP"),
+                (1e9, "GFLOP"), (1.0, "FLOP")]),
+    (0, -1, 1, 0, 0): ("4g", [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
+                              (1e9, "GFLOP/s"), (1.0, "FLOP/s")]),
+    _J: ("4g", [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"), (1.0, "J")]),
+    (0, -1, 0, 0, 1): ("4g", [(1e6, "MW"), (1e3, "kW"), (1.0, "W")]),
+}
+# Time: (upper limit in s, divisor, name); the last has no limit.
+TIME_STEPS: list[tuple[float | None, float, str]] = [
+    (1e-3, 1e-6, "us"), (1.0, 1e-3, "ms"), (300.0, 1.0, "s"), (3 * 3600.0, 60.0, "min"),
+    (3 * 86400.0, 3600.0, "h"), (None, 86400.0, "days")]
+# Counts of a unit (parameter, token, GPU*h): thousand, million, billion, trillion.
+COUNT_STEPS = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]
+
+
 def _key(dim: Dim) -> tuple[int, ...]:
     return tuple(int(x) for x in dim)
 
@@ -74,51 +97,24 @@ def human(value: Any, unit: str) -> tuple[str, str]:
         return f"{n:.4g}", f"{name} {unit}".strip()
     si = v * u.scale
     k = _key(u.dim)
-    if k == _B:
-        n, name = _scaled(si, [(2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"),
-                               (2.0**10, "KiB"), (1.0, "B")])
-        return f"{n:.2f}", name
-    if k == (1, -1, 0, 0, 0):
-        n, name = _scaled(si, [(1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1.0, "B/s")])
-        return f"{n:.4g}", name
+    if k in STEPS:
+        fmt, steps = STEPS[k]
+        n, name = _scaled(si, steps)
+        return f"{n:{'.2f' if fmt == '2f' else '.4g'}}", name
     if k == _S:
         a = abs(si)
         if a == 0:
             return "0", "s"
-        if a < 1e-3:
-            return f"{si * 1e6:.4g}", "us"
-        if a < 1:
-            return f"{si * 1e3:.4g}", "ms"
-        if a < 300:
-            return f"{si:.4g}", "s"
-        if a < 3 * 3600:
-            return f"{si / 60:.4g}", "min"
-        if a < 3 * 86400:
-            return f"{si / 3600:.4g}", "h"
-        return f"{si / 86400:.4g}", "days"
-    if k == _F:
-        n, name = _scaled(si, [(1e21, "ZFLOP"), (1e18, "EFLOP"), (1e15, "PFLOP"),
-                               (1e12, "TFLOP"), (1e9, "GFLOP"), (1.0, "FLOP")])
-        return f"{n:.4g}", name
-    if k == (0, -1, 1, 0, 0):
-        n, name = _scaled(si, [(1e18, "EFLOP/s"), (1e15, "PFLOP/s"), (1e12, "TFLOP/s"),
-                               (1e9, "GFLOP/s"), (1.0, "FLOP/s")])
-        return f"{n:.4g}", name
+        limit, factor, name = next(t for t in TIME_STEPS if t[0] is None or a < t[0])
+        return f"{si / factor:.4g}", name
     if k == _USD:
         if abs(si) >= 1e15:
             return f"{si:.4g}", "USD"
         return f"{si:,.0f}" if abs(si) >= 100 else f"{si:.2f}", "USD"
-    if k == _J:
-        n, name = _scaled(si, [(3.6e12, "GWh"), (3.6e9, "MWh"), (3.6e6, "kWh"), (3600.0, "Wh"),
-                               (1.0, "J")])
-        return f"{n:.4g}", name
-    if k == (0, -1, 0, 0, 1):
-        n, name = _scaled(si, [(1e6, "MW"), (1e3, "kW"), (1.0, "W")])
-        return f"{n:.4g}", name
     if k == (0, -1, 0, 0, 0) and unit.startswith("token"):
         n, name = _scaled(si, [(1e6, "M"), (1e3, "k"), (1.0, "")])
         return f"{n:.4g}", f"{name} token/s".strip()
     if k == (0, 0, 0, 0, 0) and unit not in ("1", "") and abs(v) >= 1e4:
-        n, name = _scaled(v, [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")])
+        n, name = _scaled(v, COUNT_STEPS)
         return f"{n:.4g}", f"{name} {unit}"
     return _num(v), "" if unit == "1" else unit

@@ -158,3 +158,15 @@ def test_breakdown_layer_table(run):
     assert rows == ["norm1", "qkv", "logits", "softmax", "attn_dropout", "attend", "out_proj",
                     "norm2", "fc1", "act", "fc2", "total"]
     assert "scale-up domain" in out.splitlines()[0]
+
+
+def test_bytes_read_byte_and_reach_zebibytes():
+    """Issue 17.6: "B" meant bytes in one line and billions in the next, and a run's total
+    traffic printed as 28,061,082,822.66 TiB. One table (humanize.STEPS) for CLI and workbook."""
+    from dlformula.humanize import human
+
+    assert human(512, "byte") == ("512.00", "byte")
+    assert human(3e22, "byte") == ("25.41", "ZiB")
+    assert human(2.0**50 * 3, "byte") == ("3.00", "PiB")
+    assert human(174.6e9, "parameter") == ("174.6", "B parameter")
+    assert human(5e5, "B/s") == ("5e+05", "byte/s")

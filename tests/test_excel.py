@@ -800,7 +800,7 @@ def test_readable_column_follows_the_cli_with_b_only_for_billion(
         compared += 1
     assert compared > 400
     sheet, cell = case.info.cells["activation_bytes"]
-    assert wb[sheet][f"D{cell[1:]}"].value == "2.00 byte"  # the CLI says "2.00 B"
+    assert wb[sheet][f"D{cell[1:]}"].value == "2.00 byte"  # as the CLI says
 
 
 def _same_reading(got: str, want: str) -> bool:
