@@ -616,7 +616,7 @@ class _Builder:
             d = m.quantities.get(name) or m.inputs[name]
             _put(ws, row, 1, LABELS.get(name, name.replace("_", " ").capitalize()), None, None,
                  name, Text(d.doc))
-            if d.unit == "1" and name not in self.flags:
+            if getattr(d, "display", "") == "percent":  # the quantity's YAML says so
                 _put(ws, row, 2, f"={names[name]}").number_format = "0.0%"
                 self.hints[(ws.title, f"B{row}")] = f"{self._value(name) * 100:.1f}%"
             else:

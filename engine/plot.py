@@ -6,7 +6,6 @@ here, with the non-interactive Agg backend, so plots work on a server without a 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,7 +13,6 @@ import numpy as np
 
 from .errors import UsageError
 
-_SUM = re.compile(r"^\s*[A-Za-z]\w*(\s*\+\s*[A-Za-z]\w*)+\s*$")
 _SCALES = {"byte": (2.0**30, "GiB"), "s": (1.0, "s"), "FLOP/s": (1e12, "TFLOP/s"),
            "token/s": (1e3, "k token/s"), "USD": (1e6, "M USD"), "day": (1.0, "days")}
 
@@ -44,17 +42,29 @@ def label(name: str, unit: str) -> str:
     return f"{name} ({text})" if text else name
 
 
-def breakdown(model: Any, name: str) -> list[str]:
-    """The parts a quantity adds up, expanding parts that are sums themselves (a quantity
-    whose formula is not a plain sum of names is one part)."""
-    q = model.quantities.get(name)
-    if q is None or not _SUM.match(q.expr):
-        return [name]
-    parts: list[str] = []
-    for term in q.expr.split("+"):
-        term = term.strip()
-        parts.extend(breakdown(model, term) if term in model.quantities else [term])
-    return parts
+def breakdown(engine: Any, name: str) -> list[tuple[str, Any]]:
+    """The parts `name` adds up, as the workbook's breakdown reads them from the formulas'
+    structure (excel_printer.breakdown: sums split into terms, `x * (1 + f)` into x's parts and
+    the overhead): (label as in `eval`, sympy expression of the part)."""
+    from .excel_printer import breakdown as parts
+
+    return [(label, expr) for label, expr, _ in parts(engine.formula_set, name)]
+
+
+def _part_values(parts: list[tuple[str, Any]], columns: dict[str, Any], n: int,
+                 factor: float) -> dict[str, Any]:
+    """Each part's value for each of `n` configs, from the columns of the names it uses."""
+    out = {}
+    for label, expr in parts:
+        symbols = sorted(expr.free_symbols, key=lambda s: s.name)
+        values = []
+        for i in range(n):
+            subs = {s: float(np.asarray(columns[s.name]).reshape(-1)[i if np.size(columns[s.name])
+                                                                     > 1 else 0])
+                    for s in symbols}
+            values.append(float(expr.subs(subs)))
+        out[label] = np.asarray(values) / factor
+    return out
 
 
 def _save(fig: Any, path: str) -> None:
@@ -76,21 +86,25 @@ def plot_breakdown(engine: Any, config: str, name: str, path: str,
 
     plt = pyplot()
     model = engine.model
-    parts = breakdown(model, name)
+    parts = breakdown(engine, name)
+    used = sorted({s.name for _, e in parts for s in e.free_symbols})
     unit = model.quantities[name].unit
     factor, unit_text = scale_of(name, unit)
     if vary:
-        table = sweep(config, vary=[vary], sets=sets, columns=[*parts, name], engine=engine)
+        table = sweep(config, vary=[vary], sets=sets, engine=engine,
+                      columns=[n for n in dict.fromkeys([*used, name])
+                               if n in model.quantities or n in model.inputs])
         if not len(table):
             raise UsageError(f"--vary {vary}: no value gives a layout that can run")
         ticks = [str(v) for v in table.values(table.axes[0])]
         xlabel = vary.split("=", 1)[0]
-        data = {p: np.asarray(table[p], dtype=float) / factor for p in parts}
+        columns = {n: table[n] if n in table else table.config.values[n] for n in used}
+        data = _part_values(parts, columns, len(ticks), factor)
         capacity = table.config.values.get("hbm_capacity")
     else:
         result = engine.evaluate(config, sets)
         ticks, xlabel = [""], ""
-        data = {p: np.asarray([float(result[p])]) / factor for p in parts}
+        data = _part_values(parts, {n: result[n] for n in used}, 1, factor)
         capacity = result.values.get("hbm_capacity")
     fig, ax = plt.subplots(figsize=(max(6, 1 + 0.9 * len(ticks)), 4.5))
     bottom = np.zeros(len(ticks))

@@ -354,3 +354,18 @@ def test_plots(run, tmp_path, args):
     code, out, err = run(*args)
     assert code == 0, err
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_breakdown_parts_add_up_to_the_total(engine):
+    """`plot memory` drew one bar once memory_per_gpu stopped being a plain sum (its parts were
+    read from the formula text with a regex). The parts now come from the formulas' structure,
+    as the workbook's, and stack to the total."""
+    from dlformula.plot import _part_values, breakdown
+
+    for total in ("memory_per_gpu", "step_time"):
+        parts = breakdown(engine, total)
+        assert len(parts) >= 3, total
+        r = engine.evaluate(LLAMA)
+        used = {s.name for _, e in parts for s in e.free_symbols}
+        data = _part_values(parts, {n: r[n] for n in used}, 1, 1.0)
+        assert sum(float(v[0]) for v in data.values()) == pytest.approx(r[total], rel=1e-9)
