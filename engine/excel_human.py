@@ -11,6 +11,8 @@ joined as "NUMBER UNIT". `placeholder(...)` is how a check message shows a `{nam
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .humanize import COUNT_STEPS, STEPS, TIME_STEPS
 from .units import parse_unit
 
@@ -62,10 +64,10 @@ def human_text(ref: str, unit: str) -> str:
         fmt, steps = STEPS[key]
         return _scaled(si, steps, fmt)
     if key == (0, 1, 0, 0, 0):  # us below 1 ms, ms below 1 s, s below 300 s, min, h, days
-        steps = [(limit or 0.0, factor, name) for limit, factor, name in TIME_STEPS]
-        bounds = ",".join(["0", *(num(lim) for lim, _, _ in steps[:-1])])
-        divisors = ",".join(num(f) for _, f, _ in steps)
-        labels = ",".join(f'"{n}"' for _, _, n in steps)
+        times = [(limit or 0.0, factor, name) for limit, factor, name in TIME_STEPS]
+        bounds = ",".join(["0", *(num(lim) for lim, _, _ in times[:-1])])
+        divisors = ",".join(num(f) for _, f, _ in times)
+        labels = ",".join(f'"{n}"' for _, _, n in times)
         k = f"MATCH(ABS({si}),{{{bounds}}},1)"
         return (f'IF({si}=0,"0 s",{g4(f"{si}/INDEX({{{divisors}}},{k})", si)}&" "&'
                 f"INDEX({{{labels}}},{k}))")
@@ -180,10 +182,10 @@ def render(value: object, fmt: str) -> str:
     return text + suffix
 
 
-def _sections(fmt: str) -> list[tuple[object, str]]:
+def _sections(fmt: str) -> list[tuple[Callable[[float], bool] | None, str]]:
     import re
 
-    out: list[tuple[object, str]] = []
+    out: list[tuple[Callable[[float], bool] | None, str]] = []
     for part in fmt.split(";"):
         m = re.match(r"^\[(>=|>|<=|<)([-+0-9.E]+)\](.*)$", part)
         if m:

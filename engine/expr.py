@@ -94,11 +94,6 @@ _BUILTIN_NAMES = {"Max", "Min", "ceiling", "ceil", "floor", "Abs", "Mod", "log",
 _extra_function_names: set[str] = set()
 
 
-def register_function_name(name: str) -> None:
-    """Let `parse` accept calls to a plugin function (its spec is added to `functions()`)."""
-    _extra_function_names.add(name)
-
-
 def register_function(spec: FunctionSpec, python_impl: Callable[..., Any],
                       numpy_impl: Callable[..., Any] | None = None) -> None:
     """Add a plugin function: formulas may call `spec.name`, the builder makes `spec.build`,
@@ -361,7 +356,8 @@ class Builder:
             return _Val(sp.Mod(a.expr, b.expr), dim, literal)
         # power
         if b.dim != DIMENSIONLESS:
-            raise ExprError(f"an exponent must be a pure number, not {format_dim(b.dim)}")
+            raise ExprError("an exponent must be a pure number, not "
+                            + (format_dim(b.dim) if b.dim is not None else "a condition"))
         if b.literal:
             p = Fraction(str(b.expr))
             if abs(p) > MAX_EXPONENT:

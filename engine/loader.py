@@ -76,9 +76,6 @@ class FormulaSet:
     digest: str = ""
     sources: list[Source] = field(default_factory=list)
 
-    def definition(self, name: str) -> Definition | None:
-        return self.quantities.get(name) or self.inputs.get(name) or self.constants.get(name)
-
     def names(self) -> list[str]:
         return [*self.inputs, *self.constants, *self.quantities]
 
@@ -385,29 +382,48 @@ def _override_problem(d: Definition, prev: Definition, earlier: list[Definition]
 
 
 def load_formula_set(sources: list[Source]) -> FormulaSet:
-    """Read, merge and check formula files; raise every problem at once."""
-    import sympy
+    """Read, merge and check formula files; raise every problem at once.
 
-    from . import graph as graphmod
-
+    The steps: read every file; merge the definitions (overrides); parse the formulas and
+    constraints (undefined names are reported before anything is built); find cycles; build
+    each formula in sympy and check its dimension against its declared unit."""
     errors: list[DlfError] = []
     all_defs: list[Definition] = []
     constraints: list[ConstraintDef] = []
     summary: list[str] = []
     for src in sources:
-        d, c, s = read_definitions(src, errors)
-        all_defs += d
-        constraints += c
-        summary += [n for n in s if n not in summary]
+        defs, checks, names = read_definitions(src, errors)
+        all_defs += defs
+        constraints += checks
+        summary += [n for n in names if n not in summary]
     merged, overridden = merge(all_defs, errors, {s.path: s.origin for s in sources})
     inputs = {n: d for n, d in merged.items() if isinstance(d, InputDef)}
     constants = {n: d for n, d in merged.items() if isinstance(d, ConstantDef)}
     quantities = {n: d for n, d in merged.items() if isinstance(d, QuantityDef)}
     _check_config_keys(inputs, errors)
-
-    # Syntax and names first, so undefined names are reported before anything is built.
-    parsed: dict[str, exprmod.Parsed] = {}
     defined = set(merged)
+    parsed = _parse_quantities(quantities, defined, errors)
+    parsed_constraints = _parse_constraints(constraints, defined, errors)
+    for n in summary:
+        if n not in quantities:
+            errors.append(ModelError(f"summary lists '{n}', which is not a quantity"
+                                     f"{did_you_mean(n, quantities)}", sources[0].path
+                                     if sources else None))
+    deps = {n: sorted(p.names & defined) for n, p in parsed.items()}
+    g = _check_cycles(deps, merged, quantities, errors)
+    # Keep going: each expression is built and unit-checked on its own (names carry declared
+    # units), so every remaining problem is reported in this same pass.
+    exprs, conditions = _build(merged, quantities, parsed, parsed_constraints, defined, errors)
+    raise_all(errors)
+    return FormulaSet(inputs, constants, quantities, [c for c, _ in parsed_constraints],
+                      summary, exprs, conditions, g.topological(list(quantities)), deps,
+                      overridden, digest_sources(sources), list(sources))
+
+
+def _parse_quantities(quantities: dict[str, QuantityDef], defined: set[str],
+                      errors: list[DlfError]) -> dict[str, exprmod.Parsed]:
+    """Each formula through the whitelist, and the names it uses that nothing defines."""
+    parsed: dict[str, exprmod.Parsed] = {}
     for name, q in quantities.items():
         try:
             parsed[name] = exprmod.parse(q.expr)
@@ -419,7 +435,13 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
                 f"quantity '{name}' uses '{used}', which nothing defines"
                 f"{did_you_mean(used, defined)}; define it as an input or quantity",
                 q.path, q.expr_line or q.line))
-    parsed_constraints: list[tuple[ConstraintDef, exprmod.Parsed]] = []
+    return parsed
+
+
+def _parse_constraints(constraints: list[ConstraintDef], defined: set[str],
+                       errors: list[DlfError]) -> list[tuple[ConstraintDef, exprmod.Parsed]]:
+    """The constraints whose conditions parse and use only defined names."""
+    out: list[tuple[ConstraintDef, exprmod.Parsed]] = []
     for c in constraints:
         try:
             p = exprmod.parse(c.check)
@@ -431,24 +453,32 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
             errors.append(ModelError(f"constraint '{c.name}' uses '{used}', which nothing "
                                      f"defines{did_you_mean(used, defined)}", c.path, c.line))
         if not missing:
-            parsed_constraints.append((c, p))
-    for n in summary:
-        if n not in quantities:
-            errors.append(ModelError(f"summary lists '{n}', which is not a quantity"
-                                     f"{did_you_mean(n, quantities)}", sources[0].path
-                                     if sources else None))
+            out.append((c, p))
+    return out
 
-    deps = {n: sorted(p.names & defined) for n, p in parsed.items()}
+
+def _check_cycles(deps: dict[str, list[str]], merged: dict[str, Definition],
+                  quantities: dict[str, QuantityDef], errors: list[DlfError]) -> Any:
+    """The dependency graph; each circular definition is an error at its first quantity."""
+    from . import graph as graphmod
+
     g = graphmod.Graph.from_deps(deps, names=list(merged))
     for cycle in g.cycles():
         first = quantities[cycle[0]]
         errors.append(ModelError(
             "circular definition: " + " --> ".join([*cycle, cycle[0]])
             + "; one of these must not depend on the others", first.path, first.line))
-    # Keep going: each expression is built and unit-checked on its own (names carry declared
-    # units), so every remaining problem is reported in this same pass.
+    return g
 
-    # Build sympy objects and check each expression's dimension against its declared unit.
+
+def _build(merged: dict[str, Definition], quantities: dict[str, QuantityDef],
+           parsed: dict[str, exprmod.Parsed],
+           parsed_constraints: list[tuple[ConstraintDef, exprmod.Parsed]], defined: set[str],
+           errors: list[DlfError]) -> tuple[dict[str, Any], list[Any]]:
+    """Sympy objects of the formulas and conditions, each formula's dimension checked against
+    its declared unit."""
+    import sympy
+
     symbols: dict[str, Any] = {}
 
     def symbol(name: str) -> Any:
@@ -456,11 +486,10 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
             symbols[name] = sympy.Symbol(name)
         return symbols[name]
 
-    env = {}
-    for n, d in merged.items():
-        env[n] = exprmod.NameInfo(parse_unit(d.unit).dim,
-                                  dict(d.choices) if isinstance(d, InputDef) and d.choices
-                                  else None)
+    env = {n: exprmod.NameInfo(parse_unit(d.unit).dim,
+                               dict(d.choices) if isinstance(d, InputDef) and d.choices
+                               else None)
+           for n, d in merged.items()}
     builder = exprmod.Builder(env, symbol)
     exprs: dict[str, Any] = {}
     for name, q in quantities.items():
@@ -484,10 +513,7 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
             conditions.append(builder.build_condition(p))
         except exprmod.ExprError as exc:
             errors.append(ModelError(f"constraint '{c.name}': {exc}", c.path, c.line))
-    raise_all(errors)
-    return FormulaSet(inputs, constants, quantities, [c for c, _ in parsed_constraints],
-                      summary, exprs, conditions, g.topological(list(quantities)), deps,
-                      overridden, digest_sources(sources), list(sources))
+    return exprs, conditions
 
 
 def _check_config_keys(inputs: dict[str, InputDef], errors: list[DlfError]) -> None:

@@ -35,7 +35,7 @@ class Unit(NamedTuple):
     scale: float  # multiply a value in this unit by `scale` to get SI base units
     dim: Dim
 
-    def __mul__(self, other: Unit) -> Unit:
+    def __mul__(self, other: Unit) -> Unit:  # type: ignore[override]  # units, not tuples
         return Unit(self.scale * other.scale, tuple(a + b for a, b in zip(self.dim, other.dim)))
 
     def __truediv__(self, other: Unit) -> Unit:
