@@ -135,41 +135,15 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
 
         engine = Engine()
     model = engine.model
-    vary_specs, zip_specs = _specs(vary, "--vary"), _specs(paired, "--zip")
-    if zip_specs and len({len(v) for _, v in zip_specs}) > 1:
-        counts = ", ".join(f"{k} has {len(v)}" for k, v in zip_specs)
-        raise UsageError(f"--zip axes move together, so they need the same number of values "
-                         f"({counts})")
-    zipped = {k for k, _ in zip_specs}
-    base, axes = build_axes(engine, config, sets, vary_specs + zip_specs, "--vary", hf_config,
-                            zipped)
-    dims: list[list[Axis]] = [[a] for a in axes if a.key not in zipped]
-    if zipped:
-        dims.append([a for a in axes if a.key in zipped])
-    outputs = check_names(model, list(columns) if columns is not None
-                          else default_columns(model), "--columns")
-    descending = bool(sort and sort.startswith("-"))
-    sort_name = sort.lstrip("-+") if sort else None
+    base, axes, dims = _grid_axes(engine, config, vary, paired, sets, hf_config)
     shown = [a.column for a in axes]
-    outputs = [n for n in outputs if n not in shown]
-    if sort_name and sort_name not in shown + outputs:
-        outputs += check_names(model, [sort_name], "--sort")
+    outputs, sort_name, descending = _outputs(model, columns, sort, shown)
     filters = [Where(w, model) for w in ([where] if isinstance(where, str) else where or ())]
     fill = fill_dp and _fills_dp(model, axes)
     _check_fixed_constraints(model, base.values, {n for a in axes for n in a.codes}
                              | ({"dp"} if fill else set()))
     ev = Evaluator(model, base.values, outputs, filters)
-    units = {**{n: d.unit for n, d in model.inputs.items()},
-             **{n: q.unit for n, q in model.quantities.items()},
-             **{n: c.unit for n, c in model.constants.items()}}
-    decoders: dict[str, dict] = {}
-    for name in outputs:
-        d = model.inputs.get(name)
-        if d is not None and d.choices:
-            decoders[name] = {c: lab for lab, c in d.choices}
-    for a in axes:
-        if a.decoder is not None:
-            decoders[a.column] = a.decoder
+    units, decoders = _labels(model, outputs, axes)
     if fill and "dp" not in outputs:
         outputs.insert(0, "dp")
     names = shown + outputs
@@ -186,13 +160,82 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
     keeper = _Keeper(top, sort_name, descending)
     stats = Stats()
     start_time = time.perf_counter()
+    _execute(engine, ev, plan, grid, stats, writer, keeper if keep else None, workers,
+             scheduler, progress)
+    stats.seconds = time.perf_counter() - start_time
+    merged = keeper.merged() if keep else {}
+    if not merged:
+        merged = {k: np.empty(0) for k in names}
+    table = Table(merged, decoders, units, stats, percent_names(model))
+    if sort_name:
+        table = table.sort(sort_name, descending)
+    if top is not None:
+        table = table.head(top)
+    table.config = base
+    table.axes = shown
+    return table
+
+
+def _grid_axes(engine: Any, config: str | None, vary: Any, paired: Any, sets: Iterable[str],
+               hf_config: str | None) -> tuple[Any, list[Axis], list[list[Axis]]]:
+    """The base config, every axis, and the grid's dimensions (crossed axes one each, the
+    --zip axes together as one)."""
+    vary_specs, zip_specs = _specs(vary, "--vary"), _specs(paired, "--zip")
+    if zip_specs and len({len(v) for _, v in zip_specs}) > 1:
+        counts = ", ".join(f"{k} has {len(v)}" for k, v in zip_specs)
+        raise UsageError(f"--zip axes move together, so they need the same number of values "
+                         f"({counts})")
+    zipped = {k for k, _ in zip_specs}
+    base, axes = build_axes(engine, config, sets, vary_specs + zip_specs, "--vary", hf_config,
+                            zipped)
+    dims: list[list[Axis]] = [[a] for a in axes if a.key not in zipped]
+    if zipped:
+        dims.append([a for a in axes if a.key in zipped])
+    return base, axes, dims
+
+
+def _outputs(model: Any, columns: Iterable[str] | None, sort: str | None,
+             shown: list[str]) -> tuple[list[str], str | None, bool]:
+    """The names reported beside the axes (and the sort key, if not among them)."""
+    outputs = check_names(model, list(columns) if columns is not None
+                          else default_columns(model), "--columns")
+    descending = bool(sort and sort.startswith("-"))
+    sort_name = sort.lstrip("-+") if sort else None
+    outputs = [n for n in outputs if n not in shown]
+    if sort_name and sort_name not in shown + outputs:
+        outputs += check_names(model, [sort_name], "--sort")
+    return outputs, sort_name, descending
+
+
+def _labels(model: Any, outputs: list[str], axes: list[Axis]) -> tuple[dict[str, str],
+                                                                      dict[str, dict]]:
+    """Every name's unit, and the labels of the choice columns."""
+    units = {**{n: d.unit for n, d in model.inputs.items()},
+             **{n: q.unit for n, q in model.quantities.items()},
+             **{n: c.unit for n, c in model.constants.items()}}
+    decoders: dict[str, dict] = {}
+    for name in outputs:
+        d = model.inputs.get(name)
+        if d is not None and d.choices:
+            decoders[name] = {c: lab for lab, c in d.choices}
+    for a in axes:
+        if a.decoder is not None:
+            decoders[a.column] = a.decoder
+    return units, decoders
+
+
+def _execute(engine: Any, ev: Evaluator, plan: Plan, grid: Grid, stats: Stats, writer: Any,
+             keeper: Any, workers: int | None, scheduler: Any,
+             progress: Progress | None) -> None:
+    """Run every block (here, on local processes or on a Dask cluster) into the writer and the
+    keeper; a sweep that fails or is stopped leaves no partial file."""
 
     def sink(rows: dict[str, np.ndarray] | None) -> None:
         if rows is None:
             return
         if writer is not None:
             writer.write(rows)
-        if keep and not keeper.full():
+        if keeper is not None and not keeper.full():
             keeper.add(rows)
 
     finished = False
@@ -211,23 +254,11 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
                     progress(done, grid.total)
         finished = True
     finally:
-        if writer is not None:  # a sweep that failed or was stopped leaves no partial file
+        if writer is not None:
             if finished:
                 writer.close()
             else:
                 writer.abort()
-    stats.seconds = time.perf_counter() - start_time
-    merged = keeper.merged() if keep else {}
-    if not merged:
-        merged = {k: np.empty(0) for k in names}
-    table = Table(merged, decoders, units, stats, percent_names(model))
-    if sort_name:
-        table = table.sort(sort_name, descending)
-    if top is not None:
-        table = table.head(top)
-    table.config = base
-    table.axes = shown
-    return table
 
 
 def _check_size(total: int, max_configs: int | None, yes: bool) -> None:
