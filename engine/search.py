@@ -142,14 +142,7 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
     by_key = input_by_key(model)
     fixed_codes = {by_key[k].name: value_codes(by_key[k], v, f"--fix {k}")
                    for k, v in fixed.items()}
-    axes: dict[str, np.ndarray] = {}
-    for key, rule in search_axes(model).items():
-        d = by_key[key]
-        axes[d.name] = fixed_codes.get(d.name, _candidates(d, rule, values, by_key,
-                                                           max(gpu_counts)))
-    for name, codes in fixed_codes.items():
-        if name not in axes and model.inputs[name].config not in DEGREES:
-            axes[name] = codes
+    axes = _axes(model, values, by_key, fixed_codes, max(gpu_counts))
     degrees = [by_key[k].name for k in DEGREES if k in by_key]
     stats = SearchStats(gpus=gpu_counts)
     start = time.perf_counter()
@@ -193,6 +186,20 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
     if top is not None:
         result = result.head(top)  # (.pareto and .recommendation carry over)
     return result
+
+
+def _axes(model: Any, values: dict[str, Any], by_key: dict[str, Any],
+          fixed_codes: dict[str, np.ndarray], gpus: int) -> dict[str, np.ndarray]:
+    """Each searched input's candidates (its `search:` rule, or what --fix gives), and the
+    --fix values of inputs search does not vary."""
+    axes: dict[str, np.ndarray] = {}
+    for key, rule in search_axes(model).items():
+        d = by_key[key]
+        axes[d.name] = fixed_codes.get(d.name, _candidates(d, rule, values, by_key, gpus))
+    for name, codes in fixed_codes.items():
+        if name not in axes and model.inputs[name].config not in DEGREES:
+            axes[name] = codes
+    return axes
 
 
 @dataclass
