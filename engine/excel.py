@@ -26,13 +26,13 @@ from openpyxl import Workbook
 from openpyxl.chart import BarChart, Reference
 from openpyxl.comments import Comment
 from openpyxl.formatting.rule import FormulaRule
-from openpyxl.styles import Alignment, Font, PatternFill, Protection
+from openpyxl.styles import Alignment
 from openpyxl.utils import absolute_coordinate, get_column_letter, quote_sheetname
 from openpyxl.workbook.defined_name import DefinedName
-from openpyxl.worksheet.datavalidation import DataValidation
 
 from .core import Engine, Result
 from .errors import UsageError
+from .excel_about import write_about
 from .excel_checks import (
     CheckRow,
     InputCell,
@@ -48,6 +48,31 @@ from .excel_printer import (
     excel_string,
     printed_formulas,
     validation_formula,
+)
+from .excel_sheet import (
+    BOLD,
+    FILL_BAD,
+    FILL_CONST,
+    FILL_EDIT,
+    FILL_GOOD,
+    FILL_LOOKUP,
+    FILL_WARN,
+    FONT_BAD,
+    NOTE,
+    TITLE,
+    UNLOCKED,
+    WRAP,
+    Text,
+    _autosize,
+    _catalog_value,
+    _fit_page_width,
+    _header,
+    _print_setup,
+    _protect,
+    _put,
+    _short_path,
+    _titles,
+    _validate,
 )
 from .units import parse_unit
 
@@ -76,21 +101,6 @@ LABELS = {"memory_per_gpu": "Memory per GPU", "hbm_capacity": "HBM capacity",
           "pipeline_bubble_fraction": "Pipeline bubble"}
 CHART_ROWS = 17  # rows a chart of height 7.5 cm covers, plus a gap
 MEMORY_ROWS = {"memory_per_gpu", "hbm_capacity_used", "memory_fits", "memory_headroom"}
-
-BOLD = Font(bold=True)
-TITLE = Font(bold=True, size=14)
-NOTE = Font(italic=True, color="595959")
-FILL_EDIT = PatternFill("solid", fgColor="FFF2CC")  # yellow: type here
-FILL_LOOKUP = PatternFill("solid", fgColor="E2EFDA")  # green: looked up from Hardware
-FILL_CONST = PatternFill("solid", fgColor="EDEDED")  # grey: fixed
-FILL_HEAD = PatternFill("solid", fgColor="D9E1F2")
-FILL_BAD = PatternFill("solid", fgColor="FFC7CE")
-FILL_GOOD = PatternFill("solid", fgColor="C6EFCE")
-FILL_WARN = PatternFill("solid", fgColor="FFEB9C")
-FONT_BAD = Font(bold=True, color="9C0006")
-UNLOCKED = Protection(locked=False)
-WRAP = Alignment(wrap_text=True, vertical="top")
-
 
 @dataclass
 class ExportInfo:
@@ -125,116 +135,6 @@ def build_workbook(engine: Engine, result: Result, sets: list[str] | tuple[str, 
                    hf_config: str | None = None) -> tuple[Workbook, ExportInfo]:
     """The workbook for one evaluated config (not yet saved)."""
     return _Builder(engine, result, tuple(sets), hf_config).build()
-
-
-class Text(str):
-    """Text from a formula, node or config file: never read as a formula, even after '='."""
-
-
-def _put(ws: Any, row: int, col: int, *values: Any) -> Any:
-    """Write `values` into consecutive cells of `row` from `col`; return the first cell."""
-    cells = [ws.cell(row=row, column=col + i, value=v) for i, v in enumerate(values)]
-    for cell, v in zip(cells, values, strict=True):
-        if isinstance(v, Text):
-            cell.data_type = "s"
-    return cells[0]
-
-
-def _titles(ws: Any, title: str, note: str) -> None:
-    ws["A1"], ws["A2"] = title, note
-    ws["A1"].font, ws["A2"].font = TITLE, NOTE
-
-
-def _header(ws: Any, row: int, titles: list[str], widths: list[int] | None = None) -> None:
-    for i, t in enumerate(titles, start=1):
-        c = ws.cell(row=row, column=i, value=t)
-        c.font, c.fill = BOLD, FILL_HEAD
-        if widths:
-            ws.column_dimensions[get_column_letter(i)].width = widths[i - 1]
-    ws.freeze_panes = ws.cell(row=row + 1, column=2)
-
-
-def _fit_page_width(ws: Any) -> None:
-    """Print on landscape pages one sheet wide."""
-    ws.page_setup.orientation = "landscape"
-    ws.sheet_properties.pageSetUpPr.fitToPage = True
-    ws.page_setup.fitToWidth, ws.page_setup.fitToHeight = 1, 0
-
-
-def _print_setup(ws: Any, header_row: int | None) -> None:
-    """Landscape, one page wide, the header rows repeated on every page, a print area over
-    what the sheet holds (the hidden bookkeeping column left out), small margins."""
-    _fit_page_width(ws)
-    ws.page_margins.left = ws.page_margins.right = 0.3
-    ws.page_margins.top, ws.page_margins.bottom = 0.3, 0.45
-    ws.page_margins.header, ws.page_margins.footer = 0.1, 0.15
-    if header_row:
-        ws.print_title_rows = f"{header_row}:{header_row}"
-    last_col = ws.max_column
-    while last_col > 1 and ws.column_dimensions[get_column_letter(last_col)].hidden:
-        last_col -= 1
-    if header_row:  # the page stops after the doc: sources and file:line stay on screen
-        heads = [ws.cell(row=header_row, column=c).value for c in range(1, last_col + 1)]
-        for stop in ("Doc",):
-            if stop in heads:
-                last_col = heads.index(stop) + 1
-    ws.print_area = f"A1:{get_column_letter(last_col)}{ws.max_row}"
-    ws.oddFooter.center.text = "&A: page &P of &N"
-
-
-WIDTH_CAPS = {"Doc": 50, "Source": 40, "Definition": 50, "Message": 70, "Condition": 40,
-              "Name": 44, "From": 30, "Fix": 30}
-
-
-def _autosize(ws: Any, hints: dict[tuple[str, str], str]) -> None:
-    """Size each column to the longest text it shows (formulas by the text their exported
-    value shows, numbers under their format), so no number reads ###; long prose is capped."""
-    widths: dict[int, int] = {}
-    heads: dict[int, str] = {}
-    title = ws.title
-    for row in ws.iter_rows(min_row=3):
-        for c in row:
-            v = c.value
-            if v is None:
-                continue
-            text = hints.get((title, c.coordinate))
-            if text is None:
-                if isinstance(v, str) and (not v.startswith("=") or isinstance(v, Text)):
-                    if c.has_style and c.font.i:  # a note: it may run over its neighbours
-                        continue
-                    text = v
-                    if c.has_style and c.fill.fgColor.rgb == FILL_HEAD.fgColor.rgb:  # a title
-                        heads.setdefault(c.column, v)
-                elif isinstance(v, (int, float)) and not isinstance(v, bool):
-                    text = render(v, c.number_format)
-                else:
-                    continue
-            n = len(text) * (1.2 if c.has_style and c.font.b else 1.0)
-            widths[c.column] = max(widths.get(c.column, 0), int(n + 2.5))
-    for col, width in widths.items():
-        letter = get_column_letter(col)
-        cap = WIDTH_CAPS.get(heads.get(col, ""), 50)
-        dim = ws.column_dimensions[letter]
-        if not dim.hidden:
-            dim.width = max(8, min(cap, width)) if col > 1 else max(10, min(44, width))
-
-
-def _protect(ws: Any) -> None:
-    """Lock every cell but the unlocked inputs; no password, so a planner can still unprotect
-    the sheet deliberately (Review > Unprotect Sheet). Resizing and selecting stay allowed."""
-    p = ws.protection
-    p.sheet = True
-    p.formatColumns = p.formatRows = p.formatCells = False  # False: allowed
-    p.selectLockedCells = p.selectUnlockedCells = False
-
-
-def _validate(ws: Any, cell: str, kind: str, formula: str, title: str, error: str,
-              blank: bool = False) -> None:
-    # Excel refuses (and "repairs") a title over 32 characters or a message over 255.
-    dv = DataValidation(type=kind, formula1=formula, allow_blank=blank, showErrorMessage=True,
-                        errorTitle=title[:32], error=error[:255])
-    ws.add_data_validation(dv)
-    dv.add(cell)
 
 
 class _Builder:
@@ -689,72 +589,9 @@ class _Builder:
             ("Formula sources", ", ".join(sorted({s.origin for s in self.engine.sources}))),
             ("Exported", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
         ]
-        _fit_page_width(ws)
-        _put(ws, 1, 1, "dlformula training plan").font = TITLE
-        _put(ws, 2, 2, ABOUT_INTRO)
-        row = 3
-        for label, text in [*facts, ("", ""), *ABOUT_TEXT]:
-            a = _put(ws, row, 1, label)
-            a.font, a.alignment = BOLD, WRAP
-            _put(ws, row, 2, text).alignment = WRAP
-            lines = -(-len(str(text)) // 130)  # spreadsheets do not size wrapped rows on load
-            if lines > 1:
-                ws.row_dimensions[row].height = 15 * lines
-            row += 1
-
-
-ABOUT_INTRO = ("A live workbook: every estimate is a spreadsheet formula over named cells. "
-               "Change an input and every figure recomputes.")
-ABOUT_TEXT = [
-    ("How to use", "1. On Inputs, type over the yellow cells; pick categorical settings "
-                   "(recompute, precision, ...) and the node type from the drop-downs."),
-    ("", "2. Read the key results and the charts on Summary; a red memory row means the run "
-         "does not fit in the accelerator's memory."),
-    ("", "3. The status on Summary must read 'all pass'. Otherwise it names the first failing "
-         "check (an input out of its domain, a layout that cannot run, a result that is not a "
-         "number) and the cell to fix; the Checks sheet lists them all."),
-    ("", "4. Every quantity sheet shows the formula's definition, doc and source; "
-         "`dlformula explain NAME` shows the derivation step by step."),
-    ("", ""),
-    ("Sheets", "Summary: key results, memory and step-time breakdowns. Inputs: every input as a "
-               "named cell, then constants and the names changed for Excel. Hardware: the node "
-               "catalog, looked up with INDEX/MATCH. One sheet per formula file (Model, "
-               "Training, ...): one live formula per quantity. Checks: the layout constraints."),
-    ("Colours", "Yellow: type here. Green: looked up from Hardware. Grey: a constant. White: a "
-                "formula."),
-    ("Names", "Each input and quantity cell has a workbook-level defined name equal to its "
-              "dlformula name, so formulas read like the formula files. Names a spreadsheet "
-              "would misread (h100, tp1, r, c) get a leading '_'; the table at the bottom of "
-              "Inputs lists them."),
-    ("Units", "'Value' columns hold each figure in its declared unit (SI base units: byte, s, "
-              "FLOP) exactly as `dlformula eval --format json` prints it, the unit in the number "
-              "format (B is always a billion, bytes read 'byte'); 'Readable' columns beside "
-              "show GiB, ms, TFLOP/s, days, ... as the CLI does."),
-    ("Status", "Summary's status is 'all pass' only when every check on Checks passes and no "
-               "result holds an error; otherwise it names the first problem and the cell to "
-               "fix. Sheets are protected without a password: only input cells are unlocked "
-               "(Review > Unprotect Sheet to change a formula on purpose)."),
-    ("Categorical inputs", "The drop-down label ('Choose') becomes the code the formulas use "
-                           "through an INDEX/MATCH (or IF) formula in 'Value'."),
-]
+        write_about(ws, facts)
 
 
 # -- module helpers -----------------------------------------------------------------------------
 def _ordered(groups: set[str]) -> list[str]:
     return sorted(groups, key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else 99, g))
-
-
-def _catalog_value(spec: Any, d: Any) -> Any:
-    """A node's figure in the unit of the input it feeds (its default when the node is silent),
-    with the same arithmetic config resolution uses, so looked-up figures equal the engine's."""
-    if spec is None:
-        return d.default
-    a, b = parse_unit(spec.unit), parse_unit(d.unit)
-    if a.dim != b.dim:
-        return None  # the engine refuses this node too, saying why
-    return spec.value if a.scale == b.scale else spec.value * a.scale / b.scale
-
-
-def _short_path(path: str) -> str:
-    """`formulas/memory.yaml` rather than where this machine keeps it."""
-    return "/".join(str(path).replace("\\", "/").split("/")[-2:])

@@ -10,7 +10,8 @@ matters. `floor` prints as INT (exact round-down in Excel and LibreOffice alike)
 CEILING(x, 1), which both round towards +infinity for negative numbers too.
 
 sympy is imported only when formulas are printed: `ExcelPrinter` lives in excel_formula.py and is
-imported on first access (a module `__getattr__`), so an export whose formulas come from the cache never pays the 0.3 s.
+imported on first access (a module `__getattr__`), so an export whose formulas come from the
+cache never pays the 0.3 s.
 """
 
 from __future__ import annotations
