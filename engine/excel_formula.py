@@ -10,7 +10,7 @@ from typing import Any
 import sympy
 from sympy.printing.printer import Printer
 
-from .excel_printer import (
+from .excel_text import (
     _DIRECT,
     _REL,
     PREC_ADD,
