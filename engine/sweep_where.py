@@ -4,7 +4,7 @@ The text goes through the formula language itself: `expr.parse` (the whitelist: 
 code), `expr.Builder` (names, choice labels, functions and dimensions checked exactly as in a
 formula file) and the code generator's printer, bound to the NumPy runtime the vectorized model
 uses. So every function a formula may call -- the core's and those plugins register -- is
-accepted here, and `memory_per_gpu < 70 GiB` is unit-checked: unit names (GiB, ms, h, ...)
+accepted here, and `memory_per_gpu < 70 * GiB` is unit-checked: unit names (GiB, ms, h, ...)
 stand for their size in SI base units with their dimension.
 """
 
