@@ -58,9 +58,17 @@ def _builtin_functions() -> dict[str, FunctionSpec]:
     def log2(x: Any) -> Any:
         return sympy.log(x) / sympy.log(2)
 
+    def _max(*args: Any) -> Any:
+        return args[0] if len(args) == 1 else sympy.Max(*args, evaluate=False)
+
+    def _min(*args: Any) -> Any:
+        return args[0] if len(args) == 1 else sympy.Min(*args, evaluate=False)
+
     specs = [
-        FunctionSpec("Max", 1, None, "same", "_max", "MAX", "largest argument", sympy.Max),
-        FunctionSpec("Min", 1, None, "same", "_min", "MIN", "smallest argument", sympy.Min),
+        # evaluate=False: sympy's Max/Min simplification (pairwise comparisons of symbolic
+        # arguments) took 0.25 s of a 0.9 s model build and changes no value
+        FunctionSpec("Max", 1, None, "same", "_max", "MAX", "largest argument", _max),
+        FunctionSpec("Min", 1, None, "same", "_min", "MIN", "smallest argument", _min),
         FunctionSpec("ceiling", 1, 1, "same", "_ceil", "CEILING", "round up", sympy.ceiling),
         FunctionSpec("floor", 1, 1, "same", "_floor", "FLOOR", "round down", sympy.floor),
         FunctionSpec("Abs", 1, 1, "same", "_abs", "ABS", "absolute value", sympy.Abs),
