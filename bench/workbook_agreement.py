@@ -43,29 +43,14 @@ oor:op="fuse"><value>0</value></prop></item>
 def random_configs(engine: Any, n: int, seed: int) -> list[tuple[str, list[str], Any]]:
     """`n` valid random configs: (base config, --set list, evaluated result)."""
     from dlformula.errors import DlfError
+    from dlformula.excel_recalc import random_sets
 
     rng = random.Random(seed)
     nodes = engine.catalog.node_ids()
     out: list[tuple[str, list[str], Any]] = []
     while len(out) < n:
         base = BASES[len(out) % 2]
-        tp, pp, dp, cp = (rng.choice(v) for v in ([1, 2, 4, 8], [1, 2, 4, 8],
-                                                  [1, 2, 4, 8, 16, 32], [1, 1, 2]))
-        sets = [f"hardware.node={rng.choice(nodes)}", f"hardware.gpus={tp * pp * dp * cp}",
-                f"parallelism.tp={tp}", f"parallelism.pp={pp}", f"parallelism.dp={dp}",
-                f"parallelism.cp={cp}", f"parallelism.vpp={rng.choice([1, 1, 2, 3])}",
-                f"parallelism.zero={rng.randint(0, 3)}",
-                f"parallelism.sp={rng.choice(['true', 'false'])}",
-                f"parallelism.tp_comm_overlap={rng.choice([0, 0.3, 0.75])}",
-                f"parallelism.overlap_grad_reduce={rng.choice(['true', 'false'])}",
-                f"training.micro_batch={rng.choice([1, 2, 4])}",
-                f"training.recompute={rng.choice(['none', 'selective', 'full'])}",
-                f"training.precision={rng.choice(['bf16', 'bf16', 'fp16', 'fp8', 'tf32'])}",
-                f"training.flash_attention={rng.choice(['true', 'true', 'false'])}",
-                f"training.dropout={rng.choice(['true', 'false'])}",
-                f"model.tied_embeddings={rng.choice(['true', 'false'])}",
-                f"model.norm={rng.choice(['rmsnorm', 'layernorm'])}",
-                f"cost.pue={rng.choice([1, 1.2])}"]
+        sets = random_sets(rng, nodes)
         try:
             out.append((base, sets, engine.evaluate(base, sets)))
         except DlfError:

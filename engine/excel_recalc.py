@@ -121,3 +121,26 @@ def _scalar(o: Any) -> Any:
     if hasattr(v, "item"):  # NumPy scalar
         v = v.item()
     return v
+
+
+def random_sets(rng: Any, nodes: list[str]) -> list[str]:
+    """A random planner edit of a base config as --set items (layout, node, precision,
+    recompute, ...), for the workbook agreement checks (tests and bench/workbook_agreement.py).
+    The engine may refuse it: callers draw again."""
+    tp, pp, dp, cp = (rng.choice(v) for v in ([1, 2, 4, 8], [1, 2, 4, 8],
+                                              [1, 2, 4, 8, 16, 32], [1, 1, 2]))
+    return [f"hardware.node={rng.choice(nodes)}", f"hardware.gpus={tp * pp * dp * cp}",
+            f"parallelism.tp={tp}", f"parallelism.pp={pp}", f"parallelism.dp={dp}",
+            f"parallelism.cp={cp}", f"parallelism.vpp={rng.choice([1, 1, 2, 3])}",
+            f"parallelism.zero={rng.randint(0, 3)}",
+            f"parallelism.sp={rng.choice(['true', 'false'])}",
+            f"parallelism.tp_comm_overlap={rng.choice([0, 0.3, 0.75])}",
+            f"parallelism.overlap_grad_reduce={rng.choice(['true', 'false'])}",
+            f"training.micro_batch={rng.choice([1, 2, 4])}",
+            f"training.recompute={rng.choice(['none', 'selective', 'full'])}",
+            f"training.precision={rng.choice(['bf16', 'bf16', 'fp16', 'fp8', 'tf32'])}",
+            f"training.flash_attention={rng.choice(['true', 'true', 'false'])}",
+            f"training.dropout={rng.choice(['true', 'false'])}",
+            f"model.tied_embeddings={rng.choice(['true', 'false'])}",
+            f"model.norm={rng.choice(['rmsnorm', 'layernorm'])}",
+            f"cost.pue={rng.choice([1, 1.2])}"]
