@@ -54,15 +54,12 @@ def breakdown(engine: Any, name: str) -> list[tuple[str, Any]]:
 def _part_values(parts: list[tuple[str, Any]], columns: dict[str, Any], n: int,
                  factor: float) -> dict[str, Any]:
     """Each part's value for each of `n` configs, from the columns of the names it uses."""
+    flat = {name: np.broadcast_to(np.asarray(v, dtype=float).reshape(-1), (n,))
+            for name, v in columns.items()}  # a fixed value serves every config
     out = {}
     for label, expr in parts:
-        symbols = sorted(expr.free_symbols, key=lambda s: s.name)
-        values = []
-        for i in range(n):
-            subs = {s: float(np.asarray(columns[s.name]).reshape(-1)[i if np.size(columns[s.name])
-                                                                     > 1 else 0])
-                    for s in symbols}
-            values.append(float(expr.subs(subs)))
+        values = [float(expr.subs({s: flat[s.name][i] for s in expr.free_symbols}))
+                  for i in range(n)]
         out[label] = np.asarray(values) / factor
     return out
 
