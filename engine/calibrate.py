@@ -216,9 +216,13 @@ def node_yaml(engine: Any, cal: Calibration) -> str:
             specs[key] = {"value": round(fitted, 4), "unit": "1",
                           "source": f"calibrated by dlformula calibrate on {len(cal.runs)} "
                                     f"run(s) of {cal.source} ({ids}); the default was {before:g}"}
+    left_out = [round(r.left_out / r.target - 1, 4) for r in cal.runs if r.left_out is not None]
     body = {"name": f"{node.name}, calibrated to {cal.source}", "vendor": node.vendor,
             "notes": f"{cal.base} with {', '.join(cal.figures)} fitted to measured runs by "
-                     f"dlformula calibrate. {node.notes}".strip(), "specs": specs}
+                     f"dlformula calibrate. {node.notes}".strip(),
+            "derived_from": cal.base,
+            "calibration": {"runs": [r.id for r in cal.runs], "left_out_errors": left_out},
+            "specs": specs}
     return (f"# {cal.base} calibrated by `dlformula calibrate` to the runs of {cal.source}.\n"
             "# Use it as `hardware: {node: ./this-file.yaml}` in a config, or put it in a "
             "plugin's hardware/ folder.\n" + dump_yaml(body))

@@ -158,7 +158,7 @@ def result_band(result: Result) -> Any:
 
     values = dict(result.values)
     values["precision"] = result.config.labels.get("precision", values.get("precision"))
-    return band_for(values, result.config.node.id if result.config.node else None)
+    return band_for(values, result.config.node)
 
 
 def to_table(result: Result, only: str | None = None, width: int = 120) -> str:

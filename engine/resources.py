@@ -65,6 +65,8 @@ class Node(NamedTuple):
     specs: dict[str, Spec]
     path: str
     origin: str = "dlformula"
+    derived_from: str = ""  # the node a calibrated file was fitted from (its error band's family)
+    calibration_errors: tuple[float, ...] = ()  # its runs' left-out relative step-time errors
 
 
 class Preset(NamedTuple):
@@ -78,7 +80,9 @@ class Preset(NamedTuple):
 
 
 NODE_FIELDS = {"name": "display name", "vendor": "maker", "notes": "remarks", "specs": "figures",
-               "override": "true when replacing a node of the same id (a plugin's)"}
+               "override": "true when replacing a node of the same id (a plugin's)",
+               "derived_from": "the node id a calibrated file was fitted from (calibrate)",
+               "calibration": "the calibration's runs and their left-out errors"}
 SPEC_FIELDS = {"value": "number", "unit": "unit text", "source": "where the figure comes from"}
 PRESET_FIELDS = {"name": "display name", "source": "where the figures come from",
                  "published_params": "published total parameters",
@@ -205,11 +209,34 @@ def read_node(node_id: str, f: Any, origin: str) -> Node:
                 errors.append(ModelError(f"spec '{key}': {exc}", path, item.line))
                 continue
             specs[key] = Spec(v.value, unit, s.value, item.line)
+    derived, cal_errors = _calibration_fields(root, path, errors)
     raise_all(errors)
     text = {k: str(root.value[k].value) if k in root.value else ""
             for k in ("name", "vendor", "notes")}
     return Node(node_id, text["name"] or node_id, text["vendor"], text["notes"], specs, path,
-                origin)
+                origin, derived, cal_errors)
+
+
+def _calibration_fields(root: Located, path: str, errors: list[DlfError]
+                        ) -> tuple[str, tuple[float, ...]]:
+    """`derived_from: NODE` and `calibration: {left_out_errors: [...]}`, written by calibrate."""
+    derived = root.value.get("derived_from")
+    if derived is not None and not (isinstance(derived.value, str) and derived.value.strip()):
+        errors.append(ModelError("derived_from names the node id a calibrated file came from",
+                                 path, derived.line))
+        derived = None
+    block = root.value.get("calibration")
+    if block is None:
+        return (str(derived.value) if derived else "", ())
+    plain = block.plain()
+    found = plain.get("left_out_errors") if isinstance(plain, dict) else None
+    if not (isinstance(found, list) and all(
+            isinstance(e, (int, float)) and not isinstance(e, bool) for e in found)):
+        errors.append(ModelError("calibration needs left_out_errors: a list of numbers (each "
+                                 "run's left-out relative error); rerun dlformula calibrate",
+                                 path, block.line))
+        found = []
+    return (str(derived.value) if derived else "", tuple(float(e) for e in found))
 
 
 def read_preset(preset_id: str, f: Any, origin: str) -> Preset:

@@ -385,7 +385,7 @@ def _band_line(result: SearchResult, values: dict[str, Any]) -> str:
     from .validation.bands import band_for
 
     config = getattr(result, "config", None)
-    node = config.node.id if config is not None and config.node is not None else None
+    node = config.node if config is not None else None
     labels = config.labels if config is not None else {}
     band = band_for({**values, "precision": labels.get("precision", values.get("precision"))},
                     node)

@@ -9,8 +9,12 @@ import yaml
 
 from dlformula.calibrate import calibrate, node_yaml
 from dlformula.core import Engine
-from dlformula.errors import UsageError
+from dlformula.errors import ModelError, UsageError
+from dlformula.report import result_band
+from dlformula.resources import read_node
 from dlformula.validate import validate
+from dlformula.validation.bands import band_for
+from dlformula.validation.stats import percentile
 
 TRUE = {"gemm_efficiency": 0.47, "attention_efficiency": 0.27}
 SHAPES = [(32, 4096, 32, 14336, 8192, 1, 1, 8), (80, 8192, 64, 28672, 8192, 8, 1, 8),
@@ -70,6 +74,34 @@ def test_a_synthetic_cluster_is_recovered_within_one_percent(engine, tmp_path):
                       "training: {seq_len: 8192, global_batch: 64, tokens: 1e9}\n")
     r = engine.evaluate(str(config))
     assert r["gemm_efficiency"] == pytest.approx(0.47, rel=0.01)
+    # Six runs are too few for a band of their own: the base node's family band applies.
+    assert body["derived_from"] == "h100-sxm"
+    assert len(body["calibration"]["left_out_errors"]) == 6
+    band = result_band(r)
+    base_band = band_for(dict(r.values), "h100-sxm")
+    assert band is not None and band == base_band
+
+
+def test_a_node_calibrated_on_enough_runs_has_its_own_band(engine, tmp_path):
+    """Left-out errors written by calibrate become the band once there are MIN_RUNS of them."""
+    errors = [0.01, -0.02, 0.03, -0.04, 0.05, -0.06, 0.07, -0.08, 0.2]
+    base = engine.catalog.node("h100-sxm")
+    node = base._replace(id="./ours.yaml", derived_from="h100-sxm",
+                         calibration_errors=tuple(errors))
+    band = band_for({"gpus": 64, "experts": 0, "precision": "bf16"}, node)
+    assert band.n == 9 and band.p90 == pytest.approx(percentile([abs(e) for e in errors], 90))
+    assert "calibration runs" in band.text() or "calibration runs" in band.matched[0]
+    # Fewer than MIN_RUNS: the family of the node it came from, as for the base node itself.
+    few = node._replace(calibration_errors=tuple(errors[:3]))
+    assert band_for({"gpus": 64, "experts": 0, "precision": "bf16"}, few) == \
+        band_for({"gpus": 64, "experts": 0, "precision": "bf16"}, "h100-sxm")
+    # A node file with a malformed calibration block is refused with its line.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nderived_from: h100-sxm\ncalibration: {left_out_errors: [a]}\n"
+                   "specs: {gemm_efficiency: {value: 0.5, unit: '1', source: s}}\n")
+    with pytest.raises(ModelError, match="left_out_errors") as info:
+        read_node("x", str(bad), "test")
+    assert info.value.line == 3
 
 
 def test_figures_the_runs_cannot_determine_are_refused(engine, tmp_path):

@@ -60,11 +60,20 @@ def table() -> dict[str, Any]:
         return {"families": {}, "runs": []}
 
 
-def band_for(values: dict[str, Any], node_id: str | None,
+def band_for(values: dict[str, Any], node: Any,
              data: dict[str, Any] | None = None) -> Band | None:
-    """The band of a config's step time (None when no validated run is comparable)."""
+    """The band of a config's step time (None when no validated run is comparable). `node` is
+    a resources.Node (or its id). A node calibrated on at least MIN_RUNS runs has its own band,
+    their left-out errors; one calibrated on fewer takes the band of the node it came from."""
     data = table() if data is None else data
+    node_id = node if isinstance(node, str) or node is None else node.id
+    errors = getattr(node, "calibration_errors", ())
+    if len(errors) >= MIN_RUNS:
+        return Band(percentile([abs(e) for e in errors], 90), len(errors),
+                    ("calibration runs of this node, each left out",))
     family = data["families"].get(node_id or "")
+    if family is None:
+        family = data["families"].get(getattr(node, "derived_from", "") or "")
     if family is None:
         return None
     want = run_traits(family, float(values.get("gpus", 1)),
