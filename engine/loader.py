@@ -336,6 +336,11 @@ def merge(all_defs: list[Definition], errors: list[DlfError],
     for d in all_defs:
         prev = merged.get(d.name)
         if prev is None:
+            if d.override:  # a misspelt override would add a name and change nothing
+                errors.append(ModelError(
+                    f"'{d.name}' says 'override', but no definition loaded before it has that "
+                    f"name{did_you_mean(d.name, list(merged))}; fix the name, or remove "
+                    "'override' to define a new quantity", d.path, d.line))
             merged[d.name] = d
             continue
         if not d.override:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import DATA
+from dlformula.errors import DlfError
 
 BAD = "tests/data/bad"
 
@@ -107,6 +108,28 @@ constants:
     fs = load_formula_set(formula_sources(builtin_folders()) + [extra])
     assert fs.quantities["optimizer_time"].path == "plugin/formulas/x.yaml"
     assert fs.overridden["optimizer_time"][0].path.endswith("compute.yaml")
+
+
+def test_an_override_that_replaces_nothing_is_refused(tmp_path):
+    """A misspelt override would add a new name and leave the intended formula in force."""
+    from dlformula.loader import load_formula_set
+    from dlformula.resources import builtin_folders, formula_sources
+    from dlformula.sources import Source
+
+    extra = Source("plugin/formulas/x.yaml", """
+quantities:
+  optimiser_time:
+    expr: 0 * step_time
+    unit: s
+    doc: free optimizer
+    source: test
+    override: true
+""", "plugin")
+    with pytest.raises(DlfError) as info:
+        load_formula_set(formula_sources(builtin_folders()) + [extra])
+    assert info.value.path == "plugin/formulas/x.yaml" and info.value.line == 3
+    assert "'optimiser_time' says 'override', but no definition" in str(info.value)
+    assert "did you mean 'optimizer_time'?" in str(info.value)
 
 
 def test_definitions_are_immutable(engine):
