@@ -225,7 +225,7 @@ def hardware(ctx: click.Context, name: str | None) -> None:
 
     catalog = _engine(ctx).catalog
     if name:
-        click.echo(node_details(catalog.node(name)), nl=False)
+        click.echo(node_details(catalog.node(name), catalog), nl=False)
     else:
         click.echo(hardware_table(catalog), nl=False)
 
@@ -239,7 +239,7 @@ def presets(ctx: click.Context, name: str | None) -> None:
 
     catalog = _engine(ctx).catalog
     if name:
-        click.echo(preset_details(catalog.preset(name)), nl=False)
+        click.echo(preset_details(catalog.preset(name), catalog), nl=False)
     else:
         click.echo(preset_table(catalog), nl=False)
 

@@ -221,8 +221,18 @@ def hardware_table(catalog: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def node_details(node: Any) -> str:
+def _replaces(catalog: Any, kind: str, ident: str) -> list[str]:
+    """`  replaces: ...` when a plugin's file replaced the node or preset (override: true)."""
+    was = getattr(catalog, "replaced", {}).get(kind, {}).get(ident)
+    return [f"  replaces: the one of {was[0]} ({display_path(was[1])})"] if was else []
+
+
+def node_details(node: Any, catalog: Any = None) -> str:
     lines = [f"{node.id}: {node.name} ({node.vendor})", f"  file: {display_path(node.path)}"]
+    lines += _replaces(catalog, "hardware", node.id)
+    if node.derived_from:
+        lines.append(f"  derived from: {node.derived_from} (dlformula calibrate, "
+                     f"{len(node.calibration_errors)} left-out run errors)")
     if node.notes:
         lines.append(f"  notes: {' '.join(node.notes.split())}")
     for key, spec in node.specs.items():
@@ -243,9 +253,9 @@ def preset_table(catalog: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
-def preset_details(p: Any) -> str:
+def preset_details(p: Any, catalog: Any = None) -> str:
     lines = [f"{p.id}: {p.name}", f"  file: {display_path(p.path)}",
-             f"  source: {p.source}"]
+             *_replaces(catalog, "presets", p.id), f"  source: {p.source}"]
     for key, item in p.values.items():
         lines.append(f"  {key:<28}{item.value}")
     for key, v in p.published.items():

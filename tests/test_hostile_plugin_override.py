@@ -44,6 +44,12 @@ def test_declared_node_override_is_used_and_listed(run, tmp_path):
     code, out, err = run("--plugin", plugin, "plugins", "--format", "json")
     entry = next(e for e in json.loads(out)["plugins"] if e["name"] == "plug")
     assert list(entry["overrides"]) == ["hardware node h100-sxm"]
+    # `hardware NODE` says which file it replaced; the core's own node says nothing of the kind.
+    code, out, err = run("--plugin", plugin, "hardware", "h100-sxm")
+    assert code == 0, err
+    assert "  replaces: the one of dlformula (" in out and "h100-sxm.yaml)" in out
+    code, out, err = run("hardware", "h100-sxm")
+    assert code == 0 and "replaces:" not in out, err
 
 
 def test_preset_override(run, tmp_path):
@@ -54,6 +60,8 @@ def test_preset_override(run, tmp_path):
     plugin2 = _plugin(tmp_path / "b", "presets", "llama3-70b", "override: true\n" + text)
     code, out, err = run("--plugin", plugin2, "plugins")
     assert code == 0 and "overrides preset llama3-70b" in out, err
+    code, out, err = run("--plugin", plugin2, "presets", "llama3-70b")
+    assert code == 0 and "  replaces: the one of dlformula (" in out, err
 
 
 def test_override_must_be_boolean(run, tmp_path):
