@@ -20,8 +20,12 @@ import click
                    "...). Default: the figures validation fits for the node's hardware family "
                    "(GEMM and attention efficiency on A100/H100, GEMM on others), those the "
                    "runs determine.")
+@click.option("--force", is_flag=True,
+              help="Write the fitted figures even when they predict the runs they were left out "
+                   "of no better than BASE does (by default BASE's figures are kept then).")
 @click.pass_context
-def calibrate_cmd(ctx: click.Context, runs: str, base: str, output: str, fit: str | None) -> None:
+def calibrate_cmd(ctx: click.Context, runs: str, base: str, output: str, fit: str | None,
+                  force: bool) -> None:
     """Fit a node's efficiency figures to your own measured runs.
 
     RUNS is a runs file in the schema of the shipped sets (`dlformula validate --list`), or a
@@ -29,7 +33,9 @@ def calibrate_cmd(ctx: click.Context, runs: str, base: str, output: str, fit: st
     run's error before and after, and left out (predicted with the figures refitted on the
     other runs), and writes a node file derived from BASE -- every figure kept with its
     source, the fitted ones marked with the runs they came from -- that a config uses as
-    `hardware: {node: ./NODE.yaml}` or a plugin ships in its hardware/ folder.
+    `hardware: {node: ./NODE.yaml}` or a plugin ships in its hardware/ folder. The fitted
+    figures are written only if they predict the runs they were left out of better than BASE
+    (median |error| half a point lower, worst run no worse); otherwise BASE's are kept.
     """
     from .calibrate import calibrate, node_yaml, report
     from .core import Engine
@@ -38,7 +44,7 @@ def calibrate_cmd(ctx: click.Context, runs: str, base: str, output: str, fit: st
     obj = ctx.ensure_object(dict)
     engine = obj.get("engine") or Engine(use_cache=not obj.get("no_cache", False))
     figures = [f.strip() for f in fit.split(",") if f.strip()] if fit else None
-    cal = calibrate(engine, resolve(runs), base, figures)
+    cal = calibrate(engine, resolve(runs), base, figures, force)
     text = node_yaml(engine, cal)
     from .atomic import write_file
 

@@ -129,3 +129,46 @@ def test_the_default_fits_the_family_figures_only(engine, tmp_path):
     fitted_att = cal.figures["attention_efficiency"][1]
     assert cal.figures["attention_efficiency_fa3"][1] == pytest.approx(min(1.0, 1.75 * fitted_att))
     assert cal.figures["gemm_efficiency"][1] == pytest.approx(TRUE["gemm_efficiency"], rel=0.01)
+
+
+def test_a_fit_that_predicts_left_out_runs_no_better_is_not_written(engine, tmp_path):
+    """Runs the base node already predicts within noise: whatever the fit does to them, it
+    does not predict a left-out run better, so the node file keeps the base figures (issue 13:
+    the other runs of the cluster must not get worse); --force writes the fit anyway."""
+    path = _synthetic_runs(engine, tmp_path)
+    rows = yaml.safe_load(path.read_text())
+    mapped = {r["id"]: r["config"] for r in validate(engine, str(path))["rows"]}
+    for i, row in enumerate(rows):  # the base node's own step times, +-3% alternately
+        base = float(engine.evaluate(None, mapped[row["id"]])["step_time"])
+        row["target"]["step_time_s"] = base * (1.03 if i % 2 else 0.97)
+    path.write_text(yaml.safe_dump(rows, sort_keys=False))
+    cal = calibrate(engine, str(path), "h100-sxm")
+    assert not cal.accepted and cal.verdict.startswith("base figures kept")
+    body = yaml.safe_load(node_yaml(engine, cal))
+    base_node = engine.catalog.node("h100-sxm")
+    assert body["specs"]["gemm_efficiency"]["value"] == base_node.specs["gemm_efficiency"].value
+    assert body["specs"]["gemm_efficiency"]["source"] == base_node.specs["gemm_efficiency"].source
+    # The band data it records is the base node's own error on these runs.
+    assert sorted(abs(e) for e in body["calibration"]["left_out_errors"]) == \
+        pytest.approx([0.03] * len(rows), abs=1e-3)
+    forced = calibrate(engine, str(path), "h100-sxm", force=True)
+    assert forced.accepted and "--force" in forced.verdict
+    assert yaml.safe_load(node_yaml(engine, forced))["specs"]["gemm_efficiency"]["value"] == \
+        pytest.approx(forced.figures["gemm_efficiency"][1], abs=1e-4)
+
+
+def test_the_synthetic_fit_is_kept_by_cross_validation(engine, tmp_path):
+    cal = calibrate(engine, str(_synthetic_runs(engine, tmp_path)), "h100-sxm")
+    assert cal.accepted and cal.verdict.startswith("fitted figures kept")
+    assert cal.written()["gemm_efficiency"] == pytest.approx(TRUE["gemm_efficiency"], rel=0.01)
+
+
+def test_the_command_prints_the_verdict_and_writes_the_node(engine, run, tmp_path):
+    path = _synthetic_runs(engine, tmp_path)
+    out_file = tmp_path / "ours.yaml"
+    code, out, err = run("calibrate", str(path), "--node", "h100-sxm", "-o", str(out_file))
+    assert code == 0, err
+    assert "fitted figures kept: they predict runs they did not see better" in out
+    body = yaml.safe_load(out_file.read_text())
+    assert body["derived_from"] == "h100-sxm"
+    assert body["specs"]["gemm_efficiency"]["value"] == pytest.approx(0.47, rel=0.01)
