@@ -22,7 +22,7 @@ COST = 0.1 * 54 * 86400 / 466       # s: "> 90%" effective training time over th
 # (GPUs, published goodput, "min" for a lower bound or "about" for a value, source)
 PUBLISHED = [
     (16384, 0.90, "min", "Llama 3 405B, Dubey et al. 2024, sec. 3.3.4: higher than 90%"),
-    (12288, 0.90, "min", "MegaScale, arXiv:2402.15627, sec. 6.3: over 90% on > 10,000 GPUs"),
+    (10000, 0.90, "min", "MegaScale, arXiv:2402.15627, sec. 6.3: over 90% on > 10,000 GPUs"),
     (9600, 0.97, "about", "ByteRobust, arXiv:2509.16293: 97% ETTR, three months, 9,600 GPUs"),
     (4096, 0.90, "min", "Kokolis et al. 2024, arXiv:2410.21680: RSC-1 jobs of 2-4K GPUs > 0.9"),
 ]
