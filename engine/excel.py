@@ -31,6 +31,7 @@ from openpyxl.utils import absolute_coordinate, get_column_letter, quote_sheetna
 from openpyxl.workbook.defined_name import DefinedName
 
 from .core import Engine, Result
+from . import display
 from .errors import UsageError
 from .excel_about import write_about
 from .excel_checks import (
@@ -87,18 +88,6 @@ HEADER_ROWS = {"Hardware": 4}  # the row of column titles a printed page repeats
 FLAG_COL = 10  # hidden column J of a formula sheet: the row when Value is not a number
 CHOICE_SUFFIX = ".choice"
 
-KEY_RESULTS = ["memory_per_gpu", "hbm_capacity", "hbm_capacity_used", "memory_fits",
-               "memory_headroom", "step_time", "mfu", "hfu", "tokens_per_second",
-               "tokens_per_second_per_gpu", "training_days", "gpu_hours", "cost_usd",
-               "energy_kwh", "params_total"]
-LABELS = {"memory_per_gpu": "Memory per GPU", "hbm_capacity": "HBM capacity",
-          "hbm_capacity_used": "HBM used", "memory_fits": "Memory fits",
-          "memory_headroom": "Memory headroom", "mfu": "MFU", "hfu": "HFU",
-          "tokens_per_second": "Throughput", "tokens_per_second_per_gpu": "Throughput per GPU",
-          "gpu_hours": "GPU-hours", "cost_usd": "Cost", "energy_kwh": "Energy",
-          "params_total": "Parameters", "tp_comm_time": "TP communication",
-          "dp_comm_time": "DP communication", "exposed_comm_share": "Exposed communication",
-          "pipeline_bubble_fraction": "Pipeline bubble"}
 CHART_ROWS = 17  # rows a chart of height 7.5 cm covers, plus a gap
 MEMORY_ROWS = {"memory_per_gpu", "hbm_capacity_used", "memory_fits", "memory_headroom"}
 
@@ -508,14 +497,12 @@ class _Builder:
         _header(ws, row + 1, ["Result", "Value", "Exact value", "Name", "Doc"])
         ws.freeze_panes = None
         row += 1
-        keys = [n for n in KEY_RESULTS if n in have]
-        keys += [n for n in m.summary if n not in keys and n in have]
+        keys = [n for n in m.summary if n in have]  # by their `summary:` rank
         fits = "memory_per_gpu" in have and "hbm_capacity" in have
         for name in keys:
             row += 1
             d = m.quantities.get(name) or m.inputs[name]
-            _put(ws, row, 1, LABELS.get(name, name.replace("_", " ").capitalize()), None, None,
-                 name, Text(d.doc))
+            _put(ws, row, 1, display.title(d), None, None, name, Text(d.doc))
             if getattr(d, "display", "") == "percent":  # the quantity's YAML says so
                 _put(ws, row, 2, f"={names[name]}").number_format = "0.0%"
                 self.hints[(ws.title, f"B{row}")] = f"{self._value(name) * 100:.1f}%"
