@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+
 def _engine(ctx: click.Context) -> Any:
     from .core import Engine
 

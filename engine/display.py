@@ -98,9 +98,10 @@ def title(d: Any) -> str:
 
 def headers(model: Any, names: Iterable[str]) -> dict[str, str]:
     """Column headers of `names` where a definition gives a `short` one."""
-    out = {}
+    out: dict[str, str] = {}
     for n in names:
         d = model.quantities.get(n) or model.inputs.get(n)
-        if d is not None and getattr(d, "short", ""):
-            out[n] = d.short
+        short = str(getattr(d, "short", "") or "")
+        if short:
+            out[n] = short
     return out

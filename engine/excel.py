@@ -30,8 +30,8 @@ from openpyxl.styles import Alignment
 from openpyxl.utils import absolute_coordinate, get_column_letter, quote_sheetname
 from openpyxl.workbook.defined_name import DefinedName
 
-from .core import Engine, Result
 from . import display
+from .core import Engine, Result
 from .errors import UsageError
 from .excel_about import write_about
 from .excel_checks import (

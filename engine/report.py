@@ -115,8 +115,8 @@ def quantity_text(q: Any, value: Any) -> str:
 
 
 # Key results the memory line shows (memory per GPU of HBM capacity, the share, the verdict).
-MEMORY_LINE = ("memory_per_gpu", "hbm_capacity", "hbm_capacity_used", "memory_fits",
-               "memory_headroom")
+MEMORY_LINE: tuple[str, ...] = ("memory_per_gpu", "hbm_capacity", "hbm_capacity_used",
+                                "memory_fits", "memory_headroom")
 
 
 def key_results(result: Result) -> list[str]:
