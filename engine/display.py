@@ -11,6 +11,10 @@ core one:
 - `summary: N`: a key result, rank N (lower first): `eval`'s first lines, the workbook Summary;
 - `column: N`: one of search's result columns, rank N, after the layout and the objective.
 
+A formula file may say the same of its group (the file's name): `title:` (its workbook sheet)
+and `order: N` (its rank among the groups: eval's table, the workbook's sheets); the files of
+one group may not disagree.
+
 `read_fields` checks them (the loader calls it for each input and quantity); the rest of this
 module answers questions about a loaded model. No sympy, NumPy or YAML: report, table and
 workbook code import it on the start-up path.
@@ -32,10 +36,13 @@ QUANTITY_FIELDS = {
     "column": "rank among search's result columns",
 }
 INPUT_FIELDS = {k: QUANTITY_FIELDS[k] for k in ("title", "short", "summary")}
+GROUP_FIELDS = {"title": "the group's title (its workbook sheet)",
+                "order": "rank of the group (eval's table, workbook sheets)"}
 WORDS = {"display": ("percent",), "better": ("higher", "lower")}
 TEXT_LIMITS = {"title": (40, "Memory per GPU"), "short": (16, "memory/GPU")}
 MAX_RANK = 10**6
-RANKS = {"summary": "the key results", "column": "search's result columns"}
+RANKS = {"summary": "the key results", "column": "search's result columns",
+         "order": "the groups"}
 
 
 def read_fields(item: Any, fields: Iterable[str], path: str, what: str,
@@ -105,3 +112,41 @@ def headers(model: Any, names: Iterable[str]) -> dict[str, str]:
         if short:
             out[n] = short
     return out
+
+
+class Groups:
+    """How each group is shown, gathered from its formula files while they are read."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, dict[str, tuple[Any, str]]] = {}  # group -> key -> value, where
+
+    def read(self, root: Any, group: str, path: str, errors: list[DlfError]) -> None:
+        from .errors import display_path
+
+        given = read_fields(root, GROUP_FIELDS, path, "the formula file", errors)
+        known = self.fields.setdefault(group, {})
+        for key, value in given.items():
+            line = root.value[key].line
+            if key in known and known[key][0] != value:
+                errors.append(ModelError(
+                    f"'{key}: {value}' disagrees with '{key}: {known[key][0]}' at "
+                    f"{known[key][1]} for group '{group}'; give it in one of the group's "
+                    "files", path, line))
+            known.setdefault(key, (value, f"{display_path(path)}:{line}"))
+
+    def ranks(self) -> dict[str, tuple[str, int]]:
+        """group -> (title or '', rank or 0)."""
+        return {g: (str(f.get("title", ("", ""))[0]), int(f.get("order", (0, ""))[0]))
+                for g, f in self.fields.items() if f}
+
+
+def ordered_groups(model: Any, groups: Iterable[str]) -> list[str]:
+    """Groups in their `order:` ranks, then the rest by name."""
+    ranks = {g: rank for g, (_, rank) in model.groups.items() if rank}
+    return sorted(set(groups), key=lambda g: (g not in ranks, ranks.get(g, 0), g))
+
+
+def group_title(model: Any, group: str) -> str:
+    """A group's `title:`, else its name as words."""
+    title = model.groups.get(group, ("", 0))[0]
+    return title or group.replace("_", " ").capitalize()

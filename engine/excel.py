@@ -77,10 +77,6 @@ from .excel_sheet import (
 )
 from .units import parse_unit
 
-# Sheet order and titles of the core formula files; plugin files follow alphabetically.
-GROUP_ORDER = ["model", "training", "parallelism", "hardware", "memory", "compute", "comm",
-               "pipeline", "time", "cost"]
-GROUP_TITLES = {"comm": "Communication", "hardware": "Accelerator", "moe": "MoE"}
 FIXED_SHEETS = ["About", "Summary", "Inputs", "Hardware", "Checks"]
 NODE_NAME = "hardware.node"  # a dot: no dlformula name can take it
 STATUS_NAME = "status"  # Summary's single status: "all pass", or the first FAIL and its fix
@@ -220,8 +216,9 @@ class _Builder:
         """(formula file stem, sheet title) in a planner's order, titles unique."""
         taken = {s.upper() for s in FIXED_SHEETS}
         out = []
-        for g in _ordered({q.group for q in self.model.quantities.values()}):
-            title = GROUP_TITLES.get(g, g.replace("_", " ").capitalize())
+        for g in display.ordered_groups(self.model, {q.group for q in
+                                                     self.model.quantities.values()}):
+            title = display.group_title(self.model, g)  # its formula files' `title:`
             title = re.sub(r"[\[\]:*?/\\']", " ", title)[:28].strip() or "Formulas"
             base, n = title, 2
             while title.upper() in taken:
@@ -239,7 +236,7 @@ class _Builder:
         _header(ws, 4, ["Name", "Value", "Choose", "Unit", "Readable", "Default", "Domain",
                         "Config key", "From", "Doc", "Source", "Excel name"])
         row = 5
-        for group in _ordered({d.group for d in m.inputs.values()}):
+        for group in display.ordered_groups(m, {d.group for d in m.inputs.values()}):
             _put(ws, row, 1, group).font = BOLD
             row += 1
             if group == "hardware":
@@ -577,8 +574,3 @@ class _Builder:
             ("Exported", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
         ]
         write_about(ws, facts)
-
-
-# -- module helpers -----------------------------------------------------------------------------
-def _ordered(groups: set[str]) -> list[str]:
-    return sorted(groups, key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else 99, g))

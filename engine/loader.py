@@ -34,6 +34,7 @@ TOP_FIELDS = {
     "quantities": "formulas", "constraints": "conditions a runnable layout meets",
     "warnings": "conditions whose failure deserves a warning",
     "summary": "(moved: 'summary: N' in each key result)",
+    **display.GROUP_FIELDS,
 }
 INPUT_FIELDS = {
     "unit": "unit text", "default": "value when the config is silent", "domain": "valid values",
@@ -67,7 +68,7 @@ class FormulaSet:
     constants: dict[str, ConstantDef]
     quantities: dict[str, QuantityDef]
     constraints: list[ConstraintDef]
-    summary: list[str]
+    summary: list[str]  # the key results, by rank
     exprs: dict[str, Any]  # quantity name -> sympy expression
     conditions: list[Any]  # constraint index -> sympy boolean
     order: list[str]  # quantities in dependency order
@@ -75,14 +76,16 @@ class FormulaSet:
     overridden: dict[str, list[Definition]] = field(default_factory=dict)
     digest: str = ""
     sources: list[Source] = field(default_factory=list)
+    groups: dict[str, tuple[str, int]] = field(default_factory=dict)  # group -> title, rank
 
     def names(self) -> list[str]:
         return [*self.inputs, *self.constants, *self.quantities]
 
 
-def read_definitions(source: Source, errors: list[DlfError]) -> tuple[list[Definition],
-                                                                    list[ConstraintDef]]:
-    """Parse one formula file into definitions, appending every problem to `errors`."""
+def read_definitions(source: Source, errors: list[DlfError], groups: display.Groups | None = None
+                     ) -> tuple[list[Definition], list[ConstraintDef]]:
+    """Parse one formula file into definitions, appending every problem to `errors` (and how
+    its group is shown to `groups`)."""
     path = source.path
     group = path.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0]
     try:
@@ -95,6 +98,8 @@ def read_definitions(source: Source, errors: list[DlfError]) -> tuple[list[Defin
                                  "quantities, constraints", path, root.line))
         return [], []
     check_keys(root, TOP_FIELDS, path, "the formula file", errors)
+    if groups is not None:
+        groups.read(root, group, path, errors)
     defs: list[Definition] = []
     for section, reader in (("inputs", _read_input), ("constants", _read_constant),
                             ("quantities", _read_quantity)):
@@ -376,8 +381,9 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
     errors: list[DlfError] = []
     all_defs: list[Definition] = []
     constraints: list[ConstraintDef] = []
+    groups = display.Groups()
     for src in sources:
-        defs, checks = read_definitions(src, errors)
+        defs, checks = read_definitions(src, errors, groups)
         all_defs += defs
         constraints += checks
     merged, overridden = merge(all_defs, errors, {s.path: s.origin for s in sources})
@@ -397,7 +403,7 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
     return FormulaSet(inputs, constants, quantities, [c for c, _ in parsed_constraints],
                       display.ranked(merged.values(), "summary"), exprs, conditions,
                       g.topological(list(quantities)), deps, overridden,
-                      digest_sources(sources), list(sources))
+                      digest_sources(sources), list(sources), groups.ranks())
 
 
 def _parse_quantities(quantities: dict[str, QuantityDef], defined: set[str],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from .display import ordered_groups
 from .errors import display_path
 from .humanize import _num, _scaled, human  # noqa: F401  (re-exported)
 from .units import parse_unit
@@ -176,10 +177,7 @@ def to_table(result: Result, only: str | None = None, width: int = 120) -> str:
     for name, d in m.inputs.items():
         if _matches(name, only):
             inputs_by_group.setdefault(d.group, []).append(name)
-    order = ["model", "training", "parallelism", "hardware", "memory", "compute", "comm",
-             "pipeline", "time", "cost"]
-    all_groups = [g for g in order if g in groups or g in inputs_by_group]
-    all_groups += sorted((set(groups) | set(inputs_by_group)) - set(all_groups))
+    all_groups = ordered_groups(m, {*groups, *inputs_by_group})  # their files' `order:`
     col = 2 + max([len(n) for names in (*groups.values(), *inputs_by_group.values())
                    for n in names] or [10])
     doc_width = max(20, width - col - 24)

@@ -155,3 +155,28 @@ def test_definitions_are_immutable(engine):
     with pytest.raises(AttributeError):
         q.expr = "0"  # type: ignore[misc]
     assert q.path.endswith("memory.yaml") and q.line > 0
+
+
+def test_a_group_is_shown_as_its_files_say_and_they_must_agree(run, engine, tmp_path):
+    """A formula file's `title:` and `order:` say how its group (the file's name) is shown; a
+    second file of the group may not say otherwise."""
+    from dlformula.display import group_title, ordered_groups
+    from dlformula.errors import display_path
+
+    m = engine.model
+    assert group_title(m, "comm") == "Communication" and group_title(m, "moe") == "MoE"
+    assert group_title(m, "sublayers") == "Sublayers"  # no title: the name as a word
+    assert ordered_groups(m, {"sublayers", "time", "model", "moe", "comm"}) == [
+        "model", "comm", "time", "moe", "sublayers"]  # ranked first, then by name
+    (tmp_path / "comm.yaml").write_text(
+        "title: Comms\norder: soon\n\nquantities:\n  comm_twice:\n    expr: 2 * tp_comm_time\n"
+        "    unit: s\n    doc: Twice.\n    source: test\n")
+    code, _, err = run("check", str(tmp_path / "comm.yaml"))
+    core = next(s.path for s in engine.sources if s.path.endswith("formulas/comm.yaml"))
+    line = next(i for i, t in enumerate(open(core), 1) if t.startswith("title:"))
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: {tmp_path}/comm.yaml:2: the formula file: 'order' is 'soon'; write its rank "
+        "among the groups: a whole number, 1 comes first (or leave it out)",
+        f"error: {tmp_path}/comm.yaml:1: 'title: Comms' disagrees with 'title: Communication' "
+        f"at {display_path(core)}:{line} for group 'comm'; give it in one of the group's files"]
