@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from .display import ordered_groups
 from .errors import display_path
 from .humanize import _num, _scaled, human  # noqa: F401  (re-exported)
 from .units import parse_unit
@@ -177,6 +176,8 @@ def to_table(result: Result, only: str | None = None, width: int = 120) -> str:
     for name, d in m.inputs.items():
         if _matches(name, only):
             inputs_by_group.setdefault(d.group, []).append(name)
+    from .display import ordered_groups
+
     all_groups = ordered_groups(m, {*groups, *inputs_by_group})  # their files' `order:`
     col = 2 + max([len(n) for names in (*groups.values(), *inputs_by_group.values())
                    for n in names] or [10])
