@@ -67,7 +67,7 @@ def in_process(config: Path, out: Path) -> dict[str, float]:
     t1 = time.perf_counter()
     fs = engine.formula_set  # imports sympy on first use
     t2 = time.perf_counter()
-    print_formulas(fs, excel_names(result.model.names())[0], {})
+    print_formulas(fs, excel_names(result.model.names())[0])
     t3 = time.perf_counter()
     wb, _ = build_workbook(engine, result)  # formula text from the cache by now
     t4 = time.perf_counter()

@@ -14,10 +14,6 @@ from typing import Any
 
 import click
 
-SEARCH_HEADERS = {"micro_batch": "mb", "memory_per_gpu": "memory/GPU",
-                  "memory_headroom": "headroom", "pipeline_bubble_fraction": "bubble",
-                  "exposed_comm_share": "exposed comm", "limited_by": "limited by"}
-
 
 def _engine(ctx: click.Context) -> Any:
     from .core import Engine
@@ -272,10 +268,14 @@ def _search_report(result: Any, top: int) -> str:
     direction = "higher" if result.descending else "lower"
     lines = [f"Search: {' on '.join(what)}; objective {result.objective} ({direction} is "
              "better)", result.stats.summary("layouts"), ""]
-    shown = [c for c in [*result.layout, result.objective, "step_time", "mfu",
-                         "memory_per_gpu", "memory_headroom", "pipeline_bubble_fraction",
-                         "exposed_comm_share", "limited_by"] if c in result]
-    shown = list(dict.fromkeys(shown))
+    from .display import headers, result_columns
+    from .search import LIMITED_BY
+
+    model = result.model
+    shown = [c for c in [*result.layout, result.objective, *result_columns(model), LIMITED_BY]
+             if c in result]
+    shown = list(dict.fromkeys(shown))  # each column once, where it first comes
+    titles = {**headers(model, result.columns), LIMITED_BY: "limited by"}
 
     def view(t: Any) -> Any:
         return Table({k: t[k] for k in shown}, t.decoders, t.units, percent=t.percent)
@@ -283,7 +283,7 @@ def _search_report(result: Any, top: int) -> str:
     if len(result):
         ranked = view(result.head(top))
         ranked.columns = {"rank": np.arange(1, len(ranked) + 1), **ranked.columns}
-        lines.append(ranked.format(limit=None, headers=SEARCH_HEADERS).rstrip("\n"))
+        lines.append(ranked.format(limit=None, headers=titles).rstrip("\n"))
         fitting = result.stats.kept
         if fitting > top:
             lines.append(f"... {fitting - top:,} more layouts fit (-k N shows more, "
@@ -297,7 +297,7 @@ def _search_report(result: Any, top: int) -> str:
                      "every objective):")
         front = Table({k: result.pareto[k] for k in names}, result.decoders, result.units,
                       percent=result.percent)
-        lines.append(front.format(limit=None, headers=SEARCH_HEADERS).rstrip("\n"))
+        lines.append(front.format(limit=None, headers=titles).rstrip("\n"))
         lines.append("")
     lines.extend(result.recommendation)
     return "\n".join(lines) + "\n"

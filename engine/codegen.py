@@ -229,24 +229,14 @@ class _Body:
         self.lines.append((line, None))
 
 
-def runtime_helpers() -> dict[str, str]:
-    """sympy function class name -> runtime helper name, from the function table."""
-    from .expr import functions
-
-    table = {"Max": "_max", "Min": "_min", "ceiling": "_ceil", "floor": "_floor", "Abs": "_abs",
-             "Mod": "_mod", "log": "_log"}
-    for spec in functions().values():
-        if spec.runtime and spec.name not in table:
-            table[spec.name] = spec.runtime
-    return table
-
-
 def generate(fs: FormulaSet, shared: bool = True, lazy: bool = True
              ) -> tuple[str, dict[int, str]]:
     """Source text of `evaluate(_in)`, `constraints(_in)` and `warnings(_v)`, and line ->
     quantity name. The plain code tests hold it to: `shared=False` prints every formula whole,
     `lazy=False` computes both branches of every condition."""
-    printer = _Printer(runtime_helpers(), shared)
+    from .expr import runtime_names
+
+    printer = _Printer(runtime_names(), shared)
     roots = {}
     for name in fs.order:
         try:

@@ -86,6 +86,9 @@ class InputDef(NamedTuple):
     group: str
     override: bool | str = False  # true, or the plugin whose replacement this replaces
     search: str = ""  # how `search` finds its candidates: gpus, domain, choices, divisors:KEY
+    title: str = ""  # how it is shown (display.py): a name for people,
+    short: str = ""  # a narrow column header,
+    summary: int = 0  # and its rank among the key results (0: not one)
 
     def code(self, value: Any) -> float | int:
         """The number the formulas see for a config value (choice labels -> codes)."""
@@ -131,6 +134,10 @@ class QuantityDef(NamedTuple):
     expr_line: int = 0
     display: str = ""  # "percent": a share shown as 53.1 % wherever it is printed
     better: str = ""  # "higher" or "lower": the direction search optimises it in by default
+    title: str = ""  # a name for people (display.title falls back to the name as words)
+    short: str = ""  # a narrow column header
+    summary: int = 0  # rank among the key results (0: not one)
+    column: int = 0  # rank among search's result columns (0: not one)
 
 
 class ConstraintDef(NamedTuple):

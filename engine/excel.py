@@ -30,6 +30,7 @@ from openpyxl.styles import Alignment
 from openpyxl.utils import absolute_coordinate, get_column_letter, quote_sheetname
 from openpyxl.workbook.defined_name import DefinedName
 
+from . import display
 from .core import Engine, Result
 from .errors import UsageError
 from .excel_about import write_about
@@ -76,10 +77,6 @@ from .excel_sheet import (
 )
 from .units import parse_unit
 
-# Sheet order and titles of the core formula files; plugin files follow alphabetically.
-GROUP_ORDER = ["model", "training", "parallelism", "hardware", "memory", "compute", "comm",
-               "pipeline", "time", "cost"]
-GROUP_TITLES = {"comm": "Communication", "hardware": "Accelerator", "moe": "MoE"}
 FIXED_SHEETS = ["About", "Summary", "Inputs", "Hardware", "Checks"]
 NODE_NAME = "hardware.node"  # a dot: no dlformula name can take it
 STATUS_NAME = "status"  # Summary's single status: "all pass", or the first FAIL and its fix
@@ -87,18 +84,6 @@ HEADER_ROWS = {"Hardware": 4}  # the row of column titles a printed page repeats
 FLAG_COL = 10  # hidden column J of a formula sheet: the row when Value is not a number
 CHOICE_SUFFIX = ".choice"
 
-KEY_RESULTS = ["memory_per_gpu", "hbm_capacity", "hbm_capacity_used", "memory_fits",
-               "memory_headroom", "step_time", "mfu", "hfu", "tokens_per_second",
-               "tokens_per_second_per_gpu", "training_days", "gpu_hours", "cost_usd",
-               "energy_kwh", "params_total"]
-LABELS = {"memory_per_gpu": "Memory per GPU", "hbm_capacity": "HBM capacity",
-          "hbm_capacity_used": "HBM used", "memory_fits": "Memory fits",
-          "memory_headroom": "Memory headroom", "mfu": "MFU", "hfu": "HFU",
-          "tokens_per_second": "Throughput", "tokens_per_second_per_gpu": "Throughput per GPU",
-          "gpu_hours": "GPU-hours", "cost_usd": "Cost", "energy_kwh": "Energy",
-          "params_total": "Parameters", "tp_comm_time": "TP communication",
-          "dp_comm_time": "DP communication", "exposed_comm_share": "Exposed communication",
-          "pipeline_bubble_fraction": "Pipeline bubble"}
 CHART_ROWS = 17  # rows a chart of height 7.5 cm covers, plus a gap
 MEMORY_ROWS = {"memory_per_gpu", "hbm_capacity_used", "memory_fits", "memory_headroom"}
 
@@ -231,8 +216,9 @@ class _Builder:
         """(formula file stem, sheet title) in a planner's order, titles unique."""
         taken = {s.upper() for s in FIXED_SHEETS}
         out = []
-        for g in _ordered({q.group for q in self.model.quantities.values()}):
-            title = GROUP_TITLES.get(g, g.replace("_", " ").capitalize())
+        for g in display.ordered_groups(self.model, {q.group for q in
+                                                     self.model.quantities.values()}):
+            title = display.group_title(self.model, g)  # its formula files' `title:`
             title = re.sub(r"[\[\]:*?/\\']", " ", title)[:28].strip() or "Formulas"
             base, n = title, 2
             while title.upper() in taken:
@@ -250,7 +236,7 @@ class _Builder:
         _header(ws, 4, ["Name", "Value", "Choose", "Unit", "Readable", "Default", "Domain",
                         "Config key", "From", "Doc", "Source", "Excel name"])
         row = 5
-        for group in _ordered({d.group for d in m.inputs.values()}):
+        for group in display.ordered_groups(m, {d.group for d in m.inputs.values()}):
             _put(ws, row, 1, group).font = BOLD
             row += 1
             if group == "hardware":
@@ -508,14 +494,12 @@ class _Builder:
         _header(ws, row + 1, ["Result", "Value", "Exact value", "Name", "Doc"])
         ws.freeze_panes = None
         row += 1
-        keys = [n for n in KEY_RESULTS if n in have]
-        keys += [n for n in m.summary if n not in keys and n in have]
+        keys = [n for n in m.summary if n in have]  # by their `summary:` rank
         fits = "memory_per_gpu" in have and "hbm_capacity" in have
         for name in keys:
             row += 1
             d = m.quantities.get(name) or m.inputs[name]
-            _put(ws, row, 1, LABELS.get(name, name.replace("_", " ").capitalize()), None, None,
-                 name, Text(d.doc))
+            _put(ws, row, 1, display.title(d), None, None, name, Text(d.doc))
             if getattr(d, "display", "") == "percent":  # the quantity's YAML says so
                 _put(ws, row, 2, f"={names[name]}").number_format = "0.0%"
                 self.hints[(ws.title, f"B{row}")] = f"{self._value(name) * 100:.1f}%"
@@ -590,8 +574,3 @@ class _Builder:
             ("Exported", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
         ]
         write_about(ws, facts)
-
-
-# -- module helpers -----------------------------------------------------------------------------
-def _ordered(groups: set[str]) -> list[str]:
-    return sorted(groups, key=lambda g: (GROUP_ORDER.index(g) if g in GROUP_ORDER else 99, g))

@@ -11,7 +11,6 @@ import sympy
 from sympy.printing.printer import Printer
 
 from .excel_text import (
-    _DIRECT,
     _REL,
     PREC_ADD,
     PREC_ATOM,
@@ -30,17 +29,19 @@ class ExcelPrinter(Printer):
     """Print a sympy expression as the text of an Excel formula (without the leading '=').
 
     `names` maps each symbol name to the defined name the workbook gives it; a symbol missing
-    from it is an error. `functions` maps further sympy function names (plugin functions) to
-    Excel function names.
+    from it is an error. Functions print in the spreadsheet form the function table gives them
+    (expr.excel_forms: the built-ins' and the plugins'); `functions` adds or replaces forms.
     """
 
     printmethod = "_excel"
 
     def __init__(self, names: Mapping[str, str], functions: Mapping[str, str] | None = None
                  ) -> None:
+        from .expr import excel_forms
+
         super().__init__()
         self.names = names
-        self.functions = dict(functions or {})
+        self.functions = {**excel_forms(), **(functions or {})}
 
     # -- entry points -------------------------------------------------------------------------
     def formula(self, expr: Any) -> str:
@@ -153,18 +154,17 @@ class ExcelPrinter(Printer):
 
     def _print_Function(self, expr: Any) -> str:  # noqa: N802
         name = type(expr).__name__
-        if name in _DIRECT:
-            if name == "log" and len(expr.args) != 1:
-                raise ExcelPrintError("log with a base has no direct spreadsheet equivalent")
-            return self._call(_DIRECT[name], expr.args)
-        if name == "ceiling":
-            return f"CEILING({self._print(expr.args[0])},1)"
-        if name == "floor":
-            return f"INT({self._print(expr.args[0])})"
         excel = self.functions.get(name)
-        if excel:
+        if not excel:
+            raise ExcelPrintError(f"the function {name}() has no spreadsheet form (a plugin "
+                                  "function gives one as its `excel` name)")
+        if "{}" not in excel:
             return self._call(excel, expr.args)
-        raise ExcelPrintError(f"the function {name}() has no spreadsheet equivalent")
+        if excel.count("{}") != len(expr.args):
+            raise ExcelPrintError(f"{name}() with {len(expr.args)} argument(s) has no "
+                                  f"spreadsheet form (its form {excel} takes "
+                                  f"{excel.count('{}')})")
+        return excel.format(*(self._print(a) for a in expr.args))
 
     # Max, Min and friends are not Function subclasses in every sympy version's MRO walk order.
     _print_Max = _print_Function

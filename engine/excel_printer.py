@@ -25,7 +25,6 @@ from typing import Any
 
 from .errors import ModelError
 from .excel_text import (  # noqa: F401  (re-exported: the printer's text rules)
-    _DIRECT,
     _REL,
     MAX_FORMULA,
     PREC_ADD,
@@ -42,6 +41,7 @@ from .excel_text import (  # noqa: F401  (re-exported: the printer's text rules)
     _short,
     number_text,
 )
+from .expr import BUILTINS
 
 
 def __getattr__(name: str) -> Any:
@@ -66,7 +66,7 @@ def printed_formulas(engine: Any, names: dict[str, str]) -> dict[str, Any]:
     model = engine.model
     key = hashlib.sha256(f"{model.digest}|{__version__}".encode())
     # edited code: print afresh
-    for module in ("excel.py", "excel_printer.py", "excel_formula.py", "expr.py"):
+    for module in ("excel.py", "excel_printer.py", "excel_formula.py", "excel_text.py", "expr.py"):
         try:
             key.update((Path(__file__).parent / module).read_bytes())
         except OSError:
@@ -80,21 +80,14 @@ def printed_formulas(engine: Any, names: dict[str, str]) -> dict[str, Any]:
                 return dict(cached)
         except (ValueError, KeyError, TypeError):
             pass  # missing or damaged: print afresh
-    printed = print_formulas(engine.formula_set, names, _plugin_functions())
+    printed = print_formulas(engine.formula_set, names)
     if engine.use_cache:  # (a read-only cache only makes the next export slower)
         cache.write_bytes(entry, json.dumps(printed).encode("utf-8"))
     return printed
 
 
-def _plugin_functions() -> dict[str, str]:
-    """Plugin functions with a spreadsheet name (the built-ins are printed directly)."""
-    from .expr import functions
-
-    return {name: spec.excel for name, spec in functions().items() if spec.excel}
-
-
 def print_formulas(fs: Any, names: Mapping[str, str],
-                   functions: Mapping[str, str]) -> dict[str, Any]:
+                   functions: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Every quantity's formula, which quantities are conditions used as numbers, and every
     constraint and warning with its condition as Excel text; an error names the quantity or
     constraint."""
@@ -178,9 +171,10 @@ def _ordered_terms(e: Any, text: str) -> list[Any]:
 _A1 = re.compile(r"^[A-Za-z]{1,3}[0-9]+$")
 _R1C1 = re.compile(r"^[Rr][0-9]*([Cc][0-9]*)?$|^[Cc][0-9]*$")
 _VALID = re.compile(r"^[A-Za-z_\\][A-Za-z0-9_.]*$")
-# Names a spreadsheet reads as something else: booleans, and the functions our formulas call.
-_RESERVED = {"TRUE", "FALSE", "MAX", "MIN", "ABS", "MOD", "LN", "EXP", "INT", "CEILING", "IF",
-             "AND", "OR", "NOT", "SQRT", "PI", "INDEX", "MATCH", "IFERROR", "COUNTIF"}
+# Names a spreadsheet reads as something else: booleans, functions the workbook writes, and the
+# spreadsheet functions of the built-in formula functions (expr.BUILTINS: MAX, CEILING, ...).
+_RESERVED = {"TRUE", "FALSE", "IF", "AND", "OR", "NOT", "PI", "INDEX", "MATCH", "IFERROR",
+             "COUNTIF", *(re.sub(r"\(.*", "", s.excel) for s in BUILTINS if s.excel)}
 MAX_NAME = 255
 
 

@@ -1,5 +1,5 @@
 """What the Excel formula printer and the workbook share: Excel's precedence levels, the
-functions with a direct equivalent, the print error, and how a number or an expression reads.
+print error, and how a number or an expression reads.
 No sympy at import (the helpers that inspect an expression import it when called)."""
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from typing import Any
 PREC_REL, PREC_ADD, PREC_MUL, PREC_POW, PREC_NEG, PREC_ATOM = 1, 2, 3, 4, 5, 6
 MAX_FORMULA = 8192  # characters Excel accepts in one formula
 
-# Functions with a direct spreadsheet equivalent (sympy class name -> Excel function).
-_DIRECT = {"Max": "MAX", "Min": "MIN", "Abs": "ABS", "Mod": "MOD", "log": "LN", "exp": "EXP"}
 _REL = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 
 

@@ -33,13 +33,17 @@ class ExprError(ValueError):
 
 @dataclass(frozen=True)
 class FunctionSpec:
-    """A function formulas may call.
+    """A function formulas may call: the one registry every stage reads (issue 17.2).
 
     `build` makes the sympy object; `dims` says how dimensions flow ("same": all arguments share
     a dimension, which the result has; "dimensionless": arguments and result are pure numbers;
-    "first": the result has the first argument's dimension, the rest are pure numbers).
-    `runtime` is the name the generated code calls, bound to a math- or NumPy-based callable
-    (see `runtime.py`); `excel` is the spreadsheet function name.
+    "first": the result has the first argument's dimension, the rest are pure numbers; "sqrt":
+    half the argument's). The sympy object keeps the function's name (or is built from other
+    entries: log2 from log, sqrt a power), and by that name the code generator finds `runtime`,
+    the helper the generated code calls (runtime.py binds it to math or NumPy), and the Excel
+    printer finds `excel`: a spreadsheet function called with the arguments (`MAX`), or a form
+    with `{}` for them (`CEILING({},1)`); empty when the function has no spreadsheet form, and
+    `dlformula export` then refuses a formula that uses it.
     """
 
     name: str
@@ -52,53 +56,67 @@ class FunctionSpec:
     build: Callable[..., Any] = field(compare=False)
 
 
-def _builtin_functions() -> dict[str, FunctionSpec]:
+def _sympy(name: str, **options: Any) -> Callable[..., Any]:
+    """Build with sympy's `name` (sympy is imported on the first build, not with this table)."""
+
+    def build(*args: Any) -> Any:
+        import sympy
+
+        if name in ("Max", "Min") and len(args) == 1:
+            return args[0]
+        return getattr(sympy, name)(*args, **options)
+
+    return build
+
+
+def _log2(x: Any) -> Any:
     import sympy
 
-    def log2(x: Any) -> Any:
-        return sympy.log(x) / sympy.log(2)
-
-    def _max(*args: Any) -> Any:
-        return args[0] if len(args) == 1 else sympy.Max(*args, evaluate=False)
-
-    def _min(*args: Any) -> Any:
-        return args[0] if len(args) == 1 else sympy.Min(*args, evaluate=False)
-
-    specs = [
-        # evaluate=False: sympy's Max/Min simplification (pairwise comparisons of symbolic
-        # arguments) took 0.25 s of a 0.9 s model build and changes no value
-        FunctionSpec("Max", 1, None, "same", "_max", "MAX", "largest argument", _max),
-        FunctionSpec("Min", 1, None, "same", "_min", "MIN", "smallest argument", _min),
-        FunctionSpec("ceiling", 1, 1, "same", "_ceil", "CEILING", "round up", sympy.ceiling),
-        FunctionSpec("floor", 1, 1, "same", "_floor", "FLOOR", "round down", sympy.floor),
-        FunctionSpec("Abs", 1, 1, "same", "_abs", "ABS", "absolute value", sympy.Abs),
-        FunctionSpec("Mod", 2, 2, "same", "_mod", "MOD", "remainder of a / b", sympy.Mod),
-        FunctionSpec("log", 1, 1, "dimensionless", "_log", "LN", "natural logarithm",
-                     sympy.log),
-        FunctionSpec("log2", 1, 1, "dimensionless", "_log", "LN", "base-2 logarithm", log2),
-        FunctionSpec("exp", 1, 1, "dimensionless", "_exp", "EXP", "e to the power x", sympy.exp),
-        FunctionSpec("sqrt", 1, 1, "sqrt", "", "SQRT", "square root", sympy.sqrt),
-    ]
-    out = {s.name: s for s in specs}
-    out["ceil"] = out["ceiling"]
-    return out
+    return sympy.log(x) / sympy.log(2)
 
 
-_FUNCTIONS: dict[str, FunctionSpec] | None = None
+# evaluate=False: sympy's Max/Min simplification (pairwise comparisons of symbolic arguments)
+# took 0.25 s of a 0.9 s model build and changes no value.
+BUILTINS = (
+    FunctionSpec("Max", 1, None, "same", "_max", "MAX", "largest argument",
+                 _sympy("Max", evaluate=False)),
+    FunctionSpec("Min", 1, None, "same", "_min", "MIN", "smallest argument",
+                 _sympy("Min", evaluate=False)),
+    FunctionSpec("ceiling", 1, 1, "same", "_ceil", "CEILING({},1)", "round up",
+                 _sympy("ceiling")),
+    FunctionSpec("floor", 1, 1, "same", "_floor", "INT({})", "round down", _sympy("floor")),
+    FunctionSpec("Abs", 1, 1, "same", "_abs", "ABS", "absolute value", _sympy("Abs")),
+    FunctionSpec("Mod", 2, 2, "same", "_mod", "MOD", "remainder of a / b", _sympy("Mod")),
+    FunctionSpec("log", 1, 1, "dimensionless", "_log", "LN", "natural logarithm",
+                 _sympy("log")),
+    FunctionSpec("log2", 1, 1, "dimensionless", "_log", "LN", "base-2 logarithm", _log2),
+    FunctionSpec("exp", 1, 1, "dimensionless", "_exp", "EXP", "e to the power x",
+                 _sympy("exp")),
+    FunctionSpec("sqrt", 1, 1, "sqrt", "", "SQRT", "square root", _sympy("sqrt")),
+)
+_ALIASES = {"ceil": "ceiling"}
+_FUNCTIONS: dict[str, FunctionSpec] = {s.name: s for s in BUILTINS}
+_FUNCTIONS.update({alias: _FUNCTIONS[name] for alias, name in _ALIASES.items()})
 
 
 def functions() -> dict[str, FunctionSpec]:
-    """The function table (built lazily: it imports sympy)."""
-    global _FUNCTIONS
-    if _FUNCTIONS is None:
-        _FUNCTIONS = _builtin_functions()
+    """The function table: formula name -> spec (the built-ins and the plugins' functions)."""
     return _FUNCTIONS
+
+
+def runtime_names() -> dict[str, str]:
+    """sympy function name -> the helper generated code calls (codegen, --where)."""
+    return {name: spec.runtime for name, spec in _FUNCTIONS.items() if spec.runtime}
+
+
+def excel_forms() -> dict[str, str]:
+    """sympy function name -> its spreadsheet form (the Excel printer)."""
+    return {name: spec.excel for name, spec in _FUNCTIONS.items() if spec.excel}
 
 
 # Names of calls the parser accepts before building; Piecewise is syntax, not a table entry.
 _SPECIAL_CALLS = {"Piecewise"}
-_BUILTIN_NAMES = {"Max", "Min", "ceiling", "ceil", "floor", "Abs", "Mod", "log", "log2", "exp",
-                  "sqrt"}
+_BUILTIN_NAMES = frozenset(_FUNCTIONS)
 _extra_function_names: set[str] = set()
 
 
@@ -113,7 +131,7 @@ def register_function(spec: FunctionSpec, python_impl: Callable[..., Any],
     if not spec.name.isidentifier() or spec.name.startswith("_"):
         raise ValueError(f"'{spec.name}' is not a valid function name (letters, digits, '_'; "
                          "not starting with '_')")
-    functions()[spec.name] = spec
+    _FUNCTIONS[spec.name] = spec
     _extra_function_names.add(spec.name)
     from .runtime import register_helper
 
@@ -123,13 +141,12 @@ def register_function(spec: FunctionSpec, python_impl: Callable[..., Any],
 def reset_plugin_functions() -> None:
     """Forget every registered plugin function (a new plugin set is about to register its own)."""
     for name in list(_extra_function_names):
-        if _FUNCTIONS is not None:
-            _FUNCTIONS.pop(name, None)
+        _FUNCTIONS.pop(name, None)
     _extra_function_names.clear()
 
 
 def known_function_names() -> set[str]:
-    return _BUILTIN_NAMES | _SPECIAL_CALLS | _extra_function_names
+    return set(_FUNCTIONS) | _SPECIAL_CALLS
 
 
 @dataclass(frozen=True)

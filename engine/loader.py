@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import display
 from . import expr as exprmod
 from .defs import (
     ConstantDef,
@@ -32,13 +33,15 @@ TOP_FIELDS = {
     "inputs": "values a config sets", "constants": "fixed numbers with units",
     "quantities": "formulas", "constraints": "conditions a runnable layout meets",
     "warnings": "conditions whose failure deserves a warning",
-    "summary": "key results listed first by eval",
+    "summary": "(moved: 'summary: N' in each key result)",
+    **display.GROUP_FIELDS,
 }
 INPUT_FIELDS = {
     "unit": "unit text", "default": "value when the config is silent", "domain": "valid values",
     "doc": "one-line description", "config": "dotted config key", "choices": "label: code",
     "source": "where the figure comes from", "override": "replace an earlier definition",
     "search": "how search varies it: gpus, domain, choices or divisors:CONFIG.KEY",
+    **display.INPUT_FIELDS,
 }
 # `search:` rules: divisors of the GPU count, every value of a bounded domain, every choice,
 # or the divisors of another input's value.
@@ -50,10 +53,8 @@ CONSTANT_FIELDS = {
 QUANTITY_FIELDS = {
     "expr": "the formula", "unit": "unit of the result", "doc": "one-line description",
     "source": "where the formula comes from", "override": "replace an earlier definition",
-    "display": "percent: a share printed as 53.1 %", "better": "higher or lower (search)",
+    **display.QUANTITY_FIELDS,
 }
-# The words the optional display fields take.
-DISPLAY_WORDS = {"display": ("percent",), "better": ("higher", "lower")}
 CONSTRAINT_FIELDS = {
     "name": "short id", "check": "condition that must hold", "message": "what is wrong and the fix",
 }
@@ -67,7 +68,7 @@ class FormulaSet:
     constants: dict[str, ConstantDef]
     quantities: dict[str, QuantityDef]
     constraints: list[ConstraintDef]
-    summary: list[str]
+    summary: list[str]  # the key results, by rank
     exprs: dict[str, Any]  # quantity name -> sympy expression
     conditions: list[Any]  # constraint index -> sympy boolean
     order: list[str]  # quantities in dependency order
@@ -75,27 +76,30 @@ class FormulaSet:
     overridden: dict[str, list[Definition]] = field(default_factory=dict)
     digest: str = ""
     sources: list[Source] = field(default_factory=list)
+    groups: dict[str, tuple[str, int]] = field(default_factory=dict)  # group -> title, rank
 
     def names(self) -> list[str]:
         return [*self.inputs, *self.constants, *self.quantities]
 
 
-def read_definitions(source: Source, errors: list[DlfError]) -> tuple[list[Definition],
-                                                                    list[ConstraintDef],
-                                                                    list[str]]:
-    """Parse one formula file into definitions, appending every problem to `errors`."""
+def read_definitions(source: Source, errors: list[DlfError], groups: display.Groups | None = None
+                     ) -> tuple[list[Definition], list[ConstraintDef]]:
+    """Parse one formula file into definitions, appending every problem to `errors` (and how
+    its group is shown to `groups`)."""
     path = source.path
     group = path.replace("\\", "/").rsplit("/", 1)[-1].rsplit(".", 1)[0]
     try:
         root = load_yaml(source.text, path)
     except DlfError as exc:
         errors.append(exc)
-        return [], [], []
+        return [], []
     if not isinstance(root.value, dict):
         errors.append(ModelError("a formula file is a mapping with inputs, constants, "
                                  "quantities, constraints", path, root.line))
-        return [], [], []
+        return [], []
     check_keys(root, TOP_FIELDS, path, "the formula file", errors)
+    if groups is not None:
+        groups.read(root, group, path, errors)
     defs: list[Definition] = []
     for section, reader in (("inputs", _read_input), ("constants", _read_constant),
                             ("quantities", _read_quantity)):
@@ -126,16 +130,11 @@ def read_definitions(source: Source, errors: list[DlfError]) -> tuple[list[Defin
                 defs.append(d)
     constraints = _read_constraints(root.value.get("constraints"), path, group, errors)
     constraints += _read_constraints(root.value.get("warnings"), path, group, errors, "warning")
-    summary: list[str] = []
-    block = root.value.get("summary")
-    if block is not None:
-        if not isinstance(block.value, list) or not all(isinstance(i.value, str)
-                                                        for i in block.value):
-            errors.append(ModelError("'summary' must be a list of quantity names", path,
-                                     block.line))
-        else:
-            summary = [i.value for i in block.value]
-    return defs, constraints, summary
+    if "summary" in root.value:
+        errors.append(ModelError("a file-wide 'summary' list is no longer read: write "
+                                 "'summary: N' (its rank) in each key result's own definition",
+                                 path, root.value["summary"].line))
+    return defs, constraints
 
 
 def _text(item: Located, key: str, path: str, what: str, errors: list[DlfError],
@@ -179,19 +178,6 @@ def _override(item: Located, path: str, errors: list[DlfError]) -> bool | str:
                                  "whose definition this one replaces", path, v.line))
         return False
     return v.value
-
-
-def _word(item: Located, key: str, path: str, what: str, errors: list[DlfError]) -> str:
-    """An optional display field (`display`, `better`): one of DISPLAY_WORDS[key], or ''."""
-    v = item.value.get(key)
-    if v is None:
-        return ""
-    if v.value not in DISPLAY_WORDS[key]:
-        errors.append(ModelError(f"{what}: '{key}' is {v.value!r}; write "
-                                 + " or ".join(DISPLAY_WORDS[key]) + " (or leave it out)",
-                                 path, v.line))
-        return ""
-    return str(v.value)
 
 
 def _read_input(name: str, item: Located, path: str, group: str,
@@ -238,7 +224,8 @@ def _read_input(name: str, item: Located, path: str, group: str,
                                      default.line))  # type: ignore[union-attr]
     return InputDef(name, unit, doc, default_value, domain, config, choices, source, path,
                     item.line, group, _override(item, path, errors),
-                    _search_rule(item, path, what, errors))
+                    _search_rule(item, path, what, errors),
+                    **display.read_fields(item, display.INPUT_FIELDS, path, what, errors))
 
 
 def _search_rule(item: Located, path: str, what: str, errors: list[DlfError]) -> str:
@@ -294,8 +281,7 @@ def _read_quantity(name: str, item: Located, path: str, group: str,
                        _text(item, "doc", path, what, errors),
                        _text(item, "source", path, what, errors), path, item.line, group,
                        _override(item, path, errors), e.line,
-                       _word(item, "display", path, what, errors),
-                       _word(item, "better", path, what, errors))
+                       **display.read_fields(item, display.QUANTITY_FIELDS, path, what, errors))
 
 
 def _read_constraints(block: Located | None, path: str, group: str,
@@ -355,7 +341,7 @@ def merge(all_defs: list[Definition], errors: list[DlfError],
             errors.append(ModelError(problem, d.path, d.line))
             continue
         overridden.setdefault(d.name, []).append(prev)
-        merged[d.name] = d
+        merged[d.name] = display.inherit(d, prev)
     return merged, overridden
 
 
@@ -395,12 +381,11 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
     errors: list[DlfError] = []
     all_defs: list[Definition] = []
     constraints: list[ConstraintDef] = []
-    summary: list[str] = []
+    groups = display.Groups()
     for src in sources:
-        defs, checks, names = read_definitions(src, errors)
+        defs, checks = read_definitions(src, errors, groups)
         all_defs += defs
         constraints += checks
-        summary += [n for n in names if n not in summary]
     merged, overridden = merge(all_defs, errors, {s.path: s.origin for s in sources})
     inputs = {n: d for n, d in merged.items() if isinstance(d, InputDef)}
     constants = {n: d for n, d in merged.items() if isinstance(d, ConstantDef)}
@@ -409,11 +394,6 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
     defined = set(merged)
     parsed = _parse_quantities(quantities, defined, errors)
     parsed_constraints = _parse_constraints(constraints, defined, errors)
-    for n in summary:
-        if n not in quantities:
-            errors.append(ModelError(f"summary lists '{n}', which is not a quantity"
-                                     f"{did_you_mean(n, quantities)}", sources[0].path
-                                     if sources else None))
     deps = {n: sorted(p.names & defined) for n, p in parsed.items()}
     g = _check_cycles(deps, merged, quantities, errors)
     # Keep going: each expression is built and unit-checked on its own (names carry declared
@@ -421,8 +401,9 @@ def load_formula_set(sources: list[Source]) -> FormulaSet:
     exprs, conditions = _build(merged, quantities, parsed, parsed_constraints, defined, errors)
     raise_all(errors)
     return FormulaSet(inputs, constants, quantities, [c for c, _ in parsed_constraints],
-                      summary, exprs, conditions, g.topological(list(quantities)), deps,
-                      overridden, digest_sources(sources), list(sources))
+                      display.ranked(merged.values(), "summary"), exprs, conditions,
+                      g.topological(list(quantities)), deps, overridden,
+                      digest_sources(sources), list(sources), groups.ranks())
 
 
 def _parse_quantities(quantities: dict[str, QuantityDef], defined: set[str],

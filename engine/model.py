@@ -38,7 +38,8 @@ class CompiledModel:
                  line_of: dict[int, str], overrides: dict[str, list[str]] | None = None,
                  warning_defs: list[ConstraintDef] | None = None,
                  replaced: dict[str, list[tuple[str, int, str]]] | None = None,
-                 origins: dict[str, str] | None = None) -> None:
+                 origins: dict[str, str] | None = None,
+                 groups: dict[str, Any] | None = None) -> None:
         self.inputs = inputs
         self.constants = constants
         self.quantities = quantities
@@ -57,6 +58,7 @@ class CompiledModel:
         # and which plugin each formula file comes from.
         self.replaced = replaced or {}
         self.origins = origins or {}
+        self.groups = groups or {}  # group -> (title, rank) its formula files give (display.py)
         self._code: Any = None
         self._fns: dict[Any, Any] = {}  # (kind, vectorized, only) -> functions
         # Plugin functions the generated code calls: runtime name -> (scalar, numpy or None).
@@ -217,7 +219,7 @@ class CompiledModel:
             "summary": self.summary, "order": self.order, "deps": self.deps,
             "digest": self.digest, "source": self.source,
             "line_of": list(self.line_of.items()), "overrides": self.overrides,
-            "replaced": self.replaced, "origins": self.origins,
+            "replaced": self.replaced, "origins": self.origins, "groups": self.groups,
             "warnings": [tuple(d) for d in self.warning_defs],
             "code": self.code,
         }
@@ -240,7 +242,7 @@ class CompiledModel:
             [make_k(t) for t in m["constraints"]],
             m["constraint_names"], m["summary"], m["order"], m["deps"], m["digest"],
             m["source"], dict(m["line_of"]), m["overrides"],
-            [make_k(t) for t in m["warnings"]], m["replaced"], m["origins"],
+            [make_k(t) for t in m["warnings"]], m["replaced"], m["origins"], m["groups"],
         )
         model._code = m["code"]
         return model
@@ -383,7 +385,7 @@ def compile_model(fs: Any) -> CompiledModel:
     warns = [d for d in fs.constraints if d.kind == "warning"]
     return CompiledModel(fs.inputs, fs.constants, fs.quantities, [d for d, _ in checks], names,
                          fs.summary, fs.order, fs.deps, fs.digest, source, line_of, overrides,
-                         warns, replaced, origins)
+                         warns, replaced, origins, fs.groups)
 
 
 def _inputs_behind(names: set[str], fs: Any) -> list[str]:

@@ -227,7 +227,9 @@ def plot_search(result: Any, path: str, x: str = "memory_per_gpu") -> None:
         bar = fig.colorbar(points, ax=ax, ticks=levels)
         bar.ax.set_yticklabels([str(int(2**v)) for v in levels])
         bar.set_label("tp")
-    front = pareto_front(result, [(x, x in ("mfu", "memory_headroom")), (y, result.descending)])
+    q = result.model.quantities.get(x) if result.model is not None else None
+    higher = q is not None and q.better == "higher"  # the quantity's `better:` says which way
+    front = pareto_front(result, [(x, higher), (y, result.descending)])
     order = front[np.argsort(xs[front], kind="stable")]
     ax.step(xs[order], ys[order], where="post", color="crimson", linewidth=1.5,
             label="Pareto front")

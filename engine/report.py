@@ -104,17 +104,19 @@ def _short(doc: str, width: int) -> str:
 
 
 def quantity_text(q: Any, value: Any) -> str:
-    """A quantity's value as people read it: a share as a percent (`display: percent`), the
-    rest in human units."""
-    if q.display == "percent":
+    """A quantity's (or an input's) value as people read it: a share as a percent (`display:
+    percent`), a choice by its label, the rest in human units."""
+    if isinstance(value, (str, bool)):
+        return str(value).lower() if isinstance(value, bool) else value
+    if getattr(q, "display", "") == "percent":
         return f"{100 * float(value):.1f} %"
     n, u = human(value, q.unit)
     return f"{n} {u}".strip()
 
 
-# The figures a planner looks at first, in this order; other `summary:` names follow.
-KEY_ORDER = ["step_time", "mfu", "hfu", "tokens_per_second", "training_days", "gpu_hours",
-             "cost_usd", "energy_kwh"]
+# Key results the memory line shows (memory per GPU of HBM capacity, the share, the verdict).
+MEMORY_LINE: tuple[str, ...] = ("memory_per_gpu", "hbm_capacity", "hbm_capacity_used",
+                                "memory_fits", "memory_headroom")
 
 
 def key_results(result: Result) -> list[str]:
@@ -133,13 +135,15 @@ def key_results(result: Result) -> list[str]:
         verdict = "fits" if mem <= cap else "DOES NOT FIT"
         lines.append(f"  {'memory_per_gpu':<26}{n1} {u1} of {n2} {u2} "
                      f"({100 * mem / cap:.0f}%): {verdict}")
-    shown = {"memory_per_gpu", "hbm_capacity_used", "memory_fits"}
-    first = [n for n in KEY_ORDER if n in m.summary]
+        shown = MEMORY_LINE
+    else:
+        shown = ()
     band = result_band(result)
-    for name in first + [n for n in m.summary if n not in first]:
+    for name in m.summary:  # the key results, by their `summary:` rank
         if name in shown or name not in v:
             continue
-        text = quantity_text(m.quantities[name], v[name])
+        d = m.quantities.get(name) or m.inputs[name]
+        text = quantity_text(d, result.config.labels.get(name, v[name]))
         if name == "step_time":
             text = f"{text:<16}({band.text() if band else 'no comparable validated run'})"
         lines.append(f"  {name:<26}{text}".rstrip())
@@ -172,10 +176,9 @@ def to_table(result: Result, only: str | None = None, width: int = 120) -> str:
     for name, d in m.inputs.items():
         if _matches(name, only):
             inputs_by_group.setdefault(d.group, []).append(name)
-    order = ["model", "training", "parallelism", "hardware", "memory", "compute", "comm",
-             "pipeline", "time", "cost"]
-    all_groups = [g for g in order if g in groups or g in inputs_by_group]
-    all_groups += sorted((set(groups) | set(inputs_by_group)) - set(all_groups))
+    from .display import ordered_groups
+
+    all_groups = ordered_groups(m, {*groups, *inputs_by_group})  # their files' `order:`
     col = 2 + max([len(n) for names in (*groups.values(), *inputs_by_group.values())
                    for n in names] or [10])
     doc_width = max(20, width - col - 24)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .display import result_columns
 from .errors import UsageError, did_you_mean
 from .search_rank import (
     LIMITS,
@@ -53,8 +54,11 @@ def search_axes(model: Any) -> dict[str, str]:
     rules = {d.config: d.search for d in model.inputs.values() if d.search and d.config}
     return dict(sorted(rules.items(), key=lambda kv: kv[1] != "gpus"))
 
-METRICS = ["step_time", "mfu", "memory_per_gpu", "memory_headroom", "pipeline_bubble_fraction",
-           "exposed_comm_share"]
+# What the recommendation and the `limited_by` column read, beside the columns the quantities
+# ask for (`column:`, display.result_columns) and the objective.
+NEEDS = ("step_time", "mfu", "memory_per_gpu", "memory_headroom", "pipeline_bubble_fraction",
+         "exposed_comm_share", "hbm_capacity", "pipeline_bubble_time")
+LIMITED_BY = "limited_by"
 
 
 @dataclass
@@ -146,8 +150,7 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
     degrees = [by_key[k].name for k in DEGREES if k in by_key]
     stats = SearchStats(gpus=gpu_counts)
     start = time.perf_counter()
-    wanted = [obj, *(n for n, _ in fronts), *METRICS, "hbm_capacity", "pipeline_bubble_time",
-              *columns]
+    wanted = [obj, *(n for n, _ in fronts), *result_columns(model), *NEEDS, *columns]
     outputs = [n for n in dict.fromkeys(wanted) if n in model.quantities or n in model.inputs]
     ev = Evaluator(model, values, outputs)
     layout = (["gpus"] if len(gpu_counts) > 1 else []) + degrees + list(axes)
@@ -317,15 +320,15 @@ def _ranked(merged: dict[str, np.ndarray], model: Any, layout: list[str], obj: s
     """The kept rows as a SearchResult in rank order, with the `limited_by` column."""
     count = len(next(iter(merged.values()))) if merged else 0
     columns = {k: merged.get(k, np.empty(0)) for k in layout}
-    for k in [obj, *METRICS]:
+    for k in [obj, *result_columns(model)]:
         if k in merged and k not in columns:
             columns[k] = merged[k]
-    columns["limited_by"] = limits(merged) if count else np.empty(0)
+    columns[LIMITED_BY] = limits(merged) if count else np.empty(0)
     for k, v in merged.items():  # the rest (hbm_capacity, pareto objectives, --columns)
         columns.setdefault(k, v)
     decoders = {n: {c: lab for lab, c in model.inputs[n].choices}
                 for n in layout if n in model.inputs and model.inputs[n].choices}
-    decoders["limited_by"] = LIMITS
+    decoders[LIMITED_BY] = LIMITS
     units = {**{k: d.unit for k, d in model.inputs.items()},
              **{k: q.unit for k, q in model.quantities.items()}}
     result = SearchResult(columns, decoders, units, percent=percent_names(model))

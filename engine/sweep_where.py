@@ -33,8 +33,8 @@ class Where:
     def __init__(self, text: str, model: Any) -> None:
         import sympy
 
-        from .codegen import CodegenError, _Body, _Printer, runtime_helpers
-        from .expr import Builder, ExprError, NameInfo, parse
+        from .codegen import CodegenError, _Body, _Printer
+        from .expr import Builder, ExprError, NameInfo, parse, runtime_names
         from .runtime import numpy_namespace
         from .units import UNITS, parse_unit
 
@@ -62,7 +62,7 @@ class Where:
             self.units[name] = unit.scale
         try:
             condition = Builder(env, sympy.Symbol).build_condition(parsed)
-            printer = _Printer(runtime_helpers(), shared=False)
+            printer = _Printer(runtime_names(), shared=False)
             root = printer.p(condition)
         except (ExprError, CodegenError) as exc:
             raise UsageError(f"--where '{text}': {exc}") from None

@@ -16,8 +16,8 @@ CASES = {
                       "4); remove one of them"],
     "unknown_field": [
         f"{BAD}/unknown_field.yaml:6: unknown field 'sauce' in quantity 'twice_layers' (did you "
-        "mean 'source'?); allowed fields: better, display, doc, expr, override, source, "
-        "unit",
+        "mean 'source'?); allowed fields: better, column, display, doc, expr, override, short, "
+        "source, summary, title, unit",
         f"{BAD}/unknown_field.yaml:2: quantity 'twice_layers' has no 'source'; every definition "
         "needs a source"],
     "undefined_name": [f"{BAD}/undefined_name.yaml:3: quantity 'wide_layers' uses 'hiden', which "
@@ -34,6 +34,24 @@ CASES = {
     # the main unit check: a declared unit against the dimension of the formula
     "declared_unit": [f"{BAD}/declared_unit.yaml:3: unit mismatch: quantity 'weights_time' is "
                       "declared in s (s) but its formula gives 1; fix the formula or the unit"],
+    # how a definition is shown (display.py): each bad value at its line, with what to write
+    "display_fields": [
+        f"{BAD}/display_fields.yaml:6: input 'fudge': 'title' is ''; write one line of text of "
+        "at most 40 characters, e.g. 'Memory per GPU' (or leave it out)",
+        f"{BAD}/display_fields.yaml:6: input 'fudge': 'short' is 'a header far too long for a "
+        "column'; write one line of text of at most 16 characters, e.g. 'memory/GPU' (or leave "
+        "it out)",
+        f"{BAD}/display_fields.yaml:17: quantity 'twice_layers': 'display' is 'percnt'; write "
+        "percent (or leave it out)",
+        f"{BAD}/display_fields.yaml:14: quantity 'twice_layers': 'title' is 'Twice\\nthe "
+        "layers'; write one line of text of at most 40 characters, e.g. 'Memory per GPU' (or "
+        "leave it out)",
+        f"{BAD}/display_fields.yaml:15: quantity 'twice_layers': 'summary' is 'first'; write "
+        "its rank among the key results: a whole number, 1 comes first (or leave it out)",
+        f"{BAD}/display_fields.yaml:16: quantity 'twice_layers': 'column' is 0; write its rank "
+        "among search's result columns: a whole number, 1 comes first (or leave it out)",
+        f"{BAD}/display_fields.yaml:1: a file-wide 'summary' list is no longer read: write "
+        "'summary: N' (its rank) in each key result's own definition"],
     "bad_domain": [f"{BAD}/bad_domain.yaml:5: bad domain for input 'fudge': cannot read domain "
                    "'positive please'; write e.g. 'integer >= 1', 'number > 0', "
                    "'0 <= number <= 1', 'number', 'boolean', or give 'choices'"],
@@ -137,3 +155,28 @@ def test_definitions_are_immutable(engine):
     with pytest.raises(AttributeError):
         q.expr = "0"  # type: ignore[misc]
     assert q.path.endswith("memory.yaml") and q.line > 0
+
+
+def test_a_group_is_shown_as_its_files_say_and_they_must_agree(run, engine, tmp_path):
+    """A formula file's `title:` and `order:` say how its group (the file's name) is shown; a
+    second file of the group may not say otherwise."""
+    from dlformula.display import group_title, ordered_groups
+    from dlformula.errors import display_path
+
+    m = engine.model
+    assert group_title(m, "comm") == "Communication" and group_title(m, "moe") == "MoE"
+    assert group_title(m, "sublayers") == "Sublayers"  # no title: the name as a word
+    assert ordered_groups(m, {"sublayers", "time", "model", "moe", "comm"}) == [
+        "model", "comm", "time", "moe", "sublayers"]  # ranked first, then by name
+    (tmp_path / "comm.yaml").write_text(
+        "title: Comms\norder: soon\n\nquantities:\n  comm_twice:\n    expr: 2 * tp_comm_time\n"
+        "    unit: s\n    doc: Twice.\n    source: test\n")
+    code, _, err = run("check", str(tmp_path / "comm.yaml"))
+    core = next(s.path for s in engine.sources if s.path.endswith("formulas/comm.yaml"))
+    line = next(i for i, t in enumerate(open(core), 1) if t.startswith("title:"))
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: {tmp_path}/comm.yaml:2: the formula file: 'order' is 'soon'; write its rank "
+        "among the groups: a whole number, 1 comes first (or leave it out)",
+        f"error: {tmp_path}/comm.yaml:1: 'title: Comms' disagrees with 'title: Communication' "
+        f"at {display_path(core)}:{line} for group 'comm'; give it in one of the group's files"]

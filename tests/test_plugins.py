@@ -727,24 +727,37 @@ def test_a_dense_model_shows_no_expert_work(engine):
         assert r[name] == 0, name
 
 
-def test_a_plugin_quantity_is_shown_as_its_yaml_says_everywhere(run, tmp_path):
-    """Issue 17: display knowledge lives in the YAML (`display`, `better`), so a plugin's share
-    prints as a percent in eval, sweep and search, and search maximises what it says is better
-    higher, the same as the core's mfu."""
-    (tmp_path / "formulas").mkdir()
-    (tmp_path / "formulas" / "busy.yaml").write_text(
-        "quantities:\n"
+BUSY = ("quantities:\n"
         "  busy_share:\n"
         "    expr: 1 - pipeline_bubble_fraction\n"
         "    unit: 1\n"
         "    display: percent\n"
         "    better: higher\n"
         "    doc: Share of the step the pipeline is busy.\n"
-        "    source: definition\n")
+        "    source: definition\n"
+        "    title: Pipeline busy\n"
+        "    short: busy\n"
+        "    summary: 65\n"
+        "    column: 15\n")
+
+
+def test_a_plugin_quantity_is_shown_as_its_yaml_says_everywhere(run, tmp_path):
+    """Issue 17: display knowledge lives in the YAML (`display`, `better`, `title`, `short`,
+    `summary`, `column`), so a plugin's share prints as a percent in eval, sweep, search and the
+    workbook, takes its rank among the key results (eval's first lines, the workbook Summary,
+    under its title) and among search's columns (under its short header), and search maximises
+    what it says is better higher, the same as the core's mfu."""
+    (tmp_path / "formulas").mkdir()
+    (tmp_path / "formulas" / "busy.yaml").write_text(BUSY)
     p = str(tmp_path)
     code, out, err = run("--plugin", p, "eval", GPT3, "--only", "busy_share")
     assert code == 0, err
     assert re.search(r"busy_share\s+\d+\.\d %", out), out
+    code, out, err = run("--plugin", p, "eval", GPT3, "--brief")
+    assert code == 0, err
+    keys = [line.split()[0] for line in out.splitlines()[1:]]
+    assert keys[keys.index("step_time") + 1:][:2] == ["busy_share", "mfu"], out  # rank 65
+    assert re.search(r"\n  busy_share +\d+\.\d %\n", out), out
     code, out, err = run("--plugin", p, "sweep", GPT3, "--vary", "parallelism.pp=8,16",
                          "--columns", "busy_share")
     assert code == 0, err
@@ -753,13 +766,45 @@ def test_a_plugin_quantity_is_shown_as_its_yaml_says_everywhere(run, tmp_path):
                          "--top", "3")
     assert code == 0, err
     assert "objective busy_share (higher is better)" in out, out
-    assert re.search(r"\d+\.\d %", out)
+    header = next(line for line in out.splitlines() if line.startswith("rank"))
+    assert re.search(r"recompute +busy +step_time +mfu +memory/GPU ", header), header
+    code, out, err = run("--plugin", p, "search", GPT3, "--top", "3")
+    assert code == 0, err
+    header = next(line for line in out.splitlines() if line.startswith("rank"))
+    assert re.search(r"recompute +step_time +busy +mfu +memory/GPU ", header), header  # 15
+    row = out.splitlines()[out.splitlines().index(header) + 1]
+    assert re.search(r" s +\d+\.\d % +\d+\.\d % ", row), row
+    # the workbook: a Summary row under its title, after step time and before MFU, as a percent
+    import openpyxl
+
+    from dlformula.excel import export
+
+    info = export(_engine(p), GPT3, str(tmp_path / "plan.xlsx"))
+    ws = openpyxl.load_workbook(tmp_path / "plan.xlsx")["Summary"]
+    rows = {c.value: c.row for c in ws["D"] if c.value in ("step_time", "busy_share", "mfu")}
+    assert rows["step_time"] + 1 == rows["busy_share"] == rows["mfu"] - 1, rows
+    assert ws.cell(rows["busy_share"], 1).value == "Pipeline busy"
+    assert ws.cell(rows["busy_share"], 2).number_format == "0.0%"
+    assert ws.cell(rows["mfu"], 1).value == "MFU"  # the core's title, from its formula file
+    assert info.cells["busy_share"][0] == "Busy"  # its own sheet, named for its file
     # a misspelt display word is refused at its line
-    (tmp_path / "formulas" / "busy.yaml").write_text(
-        (tmp_path / "formulas" / "busy.yaml").read_text().replace("percent", "percentage"))
+    (tmp_path / "formulas" / "busy.yaml").write_text(BUSY.replace("percent", "percentage"))
     code, _, err = run("--plugin", p, "eval", GPT3, "--only", "busy_share")
     assert code == 1 and "busy.yaml:5: quantity 'busy_share': 'display' is 'percentage'; " \
         "write percent (or leave it out)" in err, err
+
+
+def test_an_override_keeps_how_the_quantity_is_shown(tmp_path):
+    """An override restates the formula, not how it is shown: mfu replaced by a plugin without
+    `display`, `title` or `summary` stays a percent, titled MFU, among the key results."""
+    body = ("quantities:\n  mfu:\n    expr: achieved_flops_per_gpu / peak_flops\n    unit: 1\n"
+            "    doc: the same.\n    source: test\n    override: true\n")
+    model = _engine(_formula_plugin(tmp_path, "again", body)).model
+    q = model.quantities["mfu"]
+    assert q.path.endswith("again.yaml")
+    assert (q.display, q.better, q.title, q.summary, q.column) == ("percent", "higher", "MFU",
+                                                                   70, 20)
+    assert model.summary.index("mfu") == model.summary.index("step_time") + 1
 
 
 def _formula_plugin(tmp_path, name: str, body: str) -> str:
