@@ -143,6 +143,9 @@ def key_results(result: Result) -> list[str]:
         if name in shown or name not in v:
             continue
         d = m.quantities.get(name) or m.inputs[name]
+        if d.unit == "s" and v[name] == 0:  # a time this layout does not spend (ep on a dense
+            continue                        # model, tp_comm_time at tp 1): not a result
+
         text = quantity_text(d, result.config.labels.get(name, v[name]))
         if name == "step_time":
             text = f"{text:<16}({band.text() if band else 'no comparable validated run'})"
