@@ -436,6 +436,12 @@ def _cache_entry(content: str | bytes, kind: str = "parse") -> str | None:
     return f"yaml/{key.copy().add(kind, content).hex(40)}.marshal"
 
 
+def _cache_file(content: str | bytes, kind: str = "parse") -> str | None:
+    """Where that entry is on disk."""
+    entry = _cache_entry(content, kind)
+    return cache.entry_path(entry) if entry is not None else None
+
+
 def _store(entry: str, result: Located | str) -> None:
     """Keep a parse (or a dump); keep the newest YAML_CACHE_ENTRIES (configs get edited, old
     texts pile up). A read-only cache folder still works, only slower."""
