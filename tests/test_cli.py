@@ -170,3 +170,18 @@ def test_bytes_read_byte_and_reach_zebibytes():
     assert human(2.0**50 * 3, "byte") == ("3.00", "PiB")
     assert human(174.6e9, "parameter") == ("174.6", "B parameter")
     assert human(5e5, "B/s") == ("5e+05", "byte/s")
+
+
+def test_brief_leaves_out_times_the_layout_does_not_spend(run):
+    """A dense model spends no expert-parallel time and tp 1 no TP time: the brief says nothing
+    of them rather than `ep_comm_time 0 s`; an MoE model's expert-parallel time is shown."""
+    code, out, err = run("eval", GPT3, "--brief")
+    assert code == 0, err
+    assert "ep_comm_time" not in out and "  tp_comm_time" in out
+    code, out, err = run("eval", GPT3, "--brief", "--set", "parallelism.tp=1",
+                         "--set", "parallelism.dp=128", "--set", "parallelism.sp=false")
+    assert code == 0, err
+    assert "tp_comm_time" not in out and "  dp_comm_time" in out
+    code, out, err = run("eval", str(EXAMPLES / "deepseek-v3-h800.yaml"), "--brief")
+    assert code == 0, err
+    assert "  ep_comm_time" in out
