@@ -667,3 +667,23 @@ def test_deepspeed_pipelines_do_not_interleave_and_sp_postdates_2022(engine):
     assert stated.values["parallelism.vpp"] == 2  # a run's own value wins
     recent = _map(engine, _row(source="arXiv:2407.21783", parallel={"tp": 8, "pp": 8, "dp": 1}))
     assert recent.values.get("parallelism.sp", True) is True
+
+
+def test_a_recipe_of_one_release_applies_to_that_release_only(engine):
+    """Megatron-Bridge's 26.08 MXFP8 MoE recipes on GB200/GB300 overlap the all-to-alls and
+    (Qwen3) recompute nothing; its 26.02 recipes did not overlap them. The release in a run's
+    source picks the recipe; a run's own statement still wins."""
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    qwen = {"model": {"experts": 128, "top_k": 8}, "hardware": {"gpu": "GB300", "count": 64},
+            "precision": "mxfp8"}
+    new = _sets(engine, _moe_row(source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"
+                                 ", section '26.08 NeMo Container'", **qwen))
+    assert new["parallelism.ep_comm_overlap"] == "true" and new["moe.dispatcher"] == "deepep"
+    assert new["training.recompute"] == "none"
+    old = _sets(engine, _moe_row(source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"
+                                 ", section '26.02 NeMo Container'", **qwen))
+    assert "parallelism.ep_comm_overlap" not in old
+    stated = _sets(engine, _moe_row(source="Megatron-Bridge performance summary 26.08",
+                                    parallel={"ep_comm_overlap": False}, **qwen))
+    assert stated["parallelism.ep_comm_overlap"] == "false"
