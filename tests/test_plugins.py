@@ -263,15 +263,29 @@ def test_1f1b_all_to_all_overlap_hides_like_dualpipe_in_the_steady_state(engine)
     assert overlapped["ep_comm_exposed_per_layer"] < plain["ep_comm_exposed_per_layer"]
 
 
-def test_dualpipe_hides_expert_all_to_all_behind_the_paired_chunk(engine):
-    sets = ["parallelism.etp=2"]  # 4 stages, all-to-all across two nodes
+@pytest.mark.parametrize("network", [None, "hardware.scaleout_bandwidth=10e9"])
+def test_dualpipe_hides_each_all_to_all_behind_its_own_segment(engine, network):
+    """Megatron-LM's paired schedule: the backward combine runs behind the forward's attention
+    block, both dispatches behind the MLP's backward and forward (three MLP forwards), the
+    forward combine behind the attention block's backward. A piece longer than its segment
+    leaves the rest exposed -- on a slow network (10 GB/s) even though the whole layer's compute
+    would cover the four together."""
+    sets = ["parallelism.etp=2"] + ([network] if network else [])  # all-to-all across 2 nodes
     plain = engine.evaluate(MIXTRAL, sets)
     dual = engine.evaluate(MIXTRAL, sets + ["parallelism.schedule=dualpipe"])
-    comm, window = dual["ep_comm_per_moe_layer"], (dual["layer_forward_time"]
-                                                    + dual["layer_backward_time"])
-    hidden = max(0, comm - window) + dual["overlap_slowdown"] * min(comm, window)
+    a = dual["ep_comm_per_moe_layer"] / 4  # no recompute: four pieces of one size
+    attn_f = dual["layer_forward_time"] - dual["mlp_time"]
+    attn_b = dual["layer_backward_time"] - 2 * dual["mlp_time"]
+    mlp = dual["moe_mlp_time"]
+    exposed = max(0, a - attn_f) + max(0, 2 * a - 3 * mlp) + max(0, a - attn_b)
+    assert dual["ep_overlap_paired_exposed"] == pytest.approx(exposed)
+    hidden = exposed + dual["overlap_slowdown"] * (4 * a - exposed)
     assert dual["ep_comm_exposed_per_layer"] == pytest.approx(dual["moe_layer_share"] * hidden)
     assert dual["ep_comm_exposed_per_layer"] < plain["ep_comm_exposed_per_layer"]
+    if network:  # the pieces outrun their segments, though not the whole layer's compute
+        assert exposed > 0 and 4 * a < dual["layer_forward_time"] + dual["layer_backward_time"]
+    else:
+        assert exposed == 0
 
 
 def test_capacity_factor_caps_the_load_imbalance(engine):
