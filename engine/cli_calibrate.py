@@ -35,7 +35,8 @@ def calibrate_cmd(ctx: click.Context, runs: str, base: str, output: str, fit: st
     source, the fitted ones marked with the runs they came from -- that a config uses as
     `hardware: {node: ./NODE.yaml}` or a plugin ships in its hardware/ folder. The fitted
     figures are written only if they predict the runs they were left out of better than BASE
-    (median |error| half a point lower, worst run no worse); otherwise BASE's are kept.
+    (median |error| half a point lower, worst run no worse, most runs better); otherwise
+    BASE's are kept.
     """
     from .calibrate import calibrate, node_yaml, report
     from .core import Engine
