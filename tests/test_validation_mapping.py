@@ -687,3 +687,62 @@ def test_a_recipe_of_one_release_applies_to_that_release_only(engine):
     stated = _sets(engine, _moe_row(source="Megatron-Bridge performance summary 26.08",
                                     parallel={"ep_comm_overlap": False}, **qwen))
     assert stated["parallelism.ep_comm_overlap"] == "false"
+
+
+BRIDGE = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, section '{} NeMo Container'"
+QWEN3_235B = {"layers": 94, "hidden": 4096, "heads": 64, "kv_heads": 4, "head_dim": 128,
+              "ffn_hidden": 1536, "vocab": 151936, "experts": 128, "top_k": 8,
+              "expert_ffn_hidden": 1536}
+
+
+def test_megatron_bridge_recipes_apply_release_by_release(engine):
+    """Each Megatron-Bridge release's recipes, read at the commit of its performance summary:
+    26.06 overlaps the MXFP8 MoE all-to-alls on GB200/GB300, 26.04 does not; Qwen3 recomputes
+    nothing in every release; a VP printed n/a is no interleaving where the release's preset
+    says so, and only there. A run's own statement still wins."""
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    gb300 = {"model": QWEN3_235B, "hardware": {"gpu": "GB300", "count": 256},
+             "parallel": {"tp": 1, "pp": 4, "dp": 64, "ep": 32, "vpp": 12},
+             "precision": "mxfp8"}
+    new = _sets(engine, _moe_row(source=BRIDGE.format("26.06"), **gb300))
+    assert new["parallelism.ep_comm_overlap"] == "true" and new["moe.dispatcher"] == "deepep"
+    assert new["training.recompute"] == "none"
+    old = _sets(engine, _moe_row(source=BRIDGE.format("26.04"), **gb300))
+    assert "parallelism.ep_comm_overlap" not in old and old["training.recompute"] == "none"
+    stated = _sets(engine, _moe_row(source=BRIDGE.format("26.06"), **{
+        **gb300, "parallel": {**gb300["parallel"], "ep_comm_overlap": False,
+                              "recompute": "full"}}))
+    assert stated["parallelism.ep_comm_overlap"] == "false"
+    assert stated["training.recompute"] == "full"
+
+    b300 = {"model": QWEN3_235B, "hardware": {"gpu": "B300", "count": 256},
+            "parallel": {"tp": 1, "pp": 8, "dp": 32, "ep": 8}, "precision": "mxfp8"}
+    m = _map(engine, _moe_row(source=BRIDGE.format("26.04.01"), **b300))
+    assert m.values["parallelism.vpp"] == 1
+    assert any("published recipe" in a and "QWEN3_235B_A22B_PRETRAIN_CONFIG_B300" in a
+               for a in m.assumptions)
+    # 26.02.01's GB300 preset interleaves (vpp 12) while its table prints n/a: no recipe.
+    m = _map(engine, _moe_row(source=BRIDGE.format("26.02.01"), **{
+        **gb300, "parallel": {"tp": 1, "pp": 4, "dp": 64, "ep": 32}}))
+    assert not any("the published recipe's value" in a for a in m.assumptions)
+    assert any("best feasible value" in a for a in m.assumptions)
+
+
+def test_megatron_bridge_llama_recipes_overlap_tp_and_recompute_nothing(engine):
+    """Megatron-Bridge's Llama 3 70B recipe (every release read, 25.11-26.06) runs TP
+    communication behind the GEMMs and recomputes nothing; another framework's Llama does not
+    inherit it, and a run that states either keeps its own value."""
+    h100 = {"model": LLAMA3_70B, "hardware": {"count": 64},
+            "parallel": {"tp": 4, "pp": 8, "dp": 2, "vpp": 5},
+            "batch": _Replace({"global_batch_sequences": 256, "micro_batch": 1}),
+            "precision": "fp8"}
+    bridge = _map(engine, _row(source=BRIDGE.format("26.04"), **h100)).values
+    assert bridge["parallelism.tp_comm_overlap"] == 1 and bridge["training.recompute"] == "none"
+    other = _map(engine, _row(source="a lab's Megatron-LM run", **h100)).values
+    assert "parallelism.tp_comm_overlap" not in other and other["training.recompute"] == "auto"
+    stated = _map(engine, _row(source=BRIDGE.format("26.04"), **{
+        **h100, "parallel": {**h100["parallel"], "tp_comm_overlap": False,
+                             "recompute": "selective"}})).values
+    assert stated["parallelism.tp_comm_overlap"] == 0
+    assert stated["training.recompute"] == "selective"
