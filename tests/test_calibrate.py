@@ -142,7 +142,7 @@ def test_a_fit_that_predicts_left_out_runs_no_better_is_not_written(engine, tmp_
         base = float(engine.evaluate(None, mapped[row["id"]])["step_time"])
         row["target"]["step_time_s"] = base * (1.03 if i % 2 else 0.97)
     path.write_text(yaml.safe_dump(rows, sort_keys=False))
-    cal = calibrate(engine, str(path), "h100-sxm")
+    cal = calibrate(engine, str(path), "h100-sxm", ["gemm_efficiency"])
     assert not cal.accepted and cal.verdict.startswith("base figures kept")
     body = yaml.safe_load(node_yaml(engine, cal))
     base_node = engine.catalog.node("h100-sxm")
@@ -151,7 +151,7 @@ def test_a_fit_that_predicts_left_out_runs_no_better_is_not_written(engine, tmp_
     # The band data it records is the base node's own error on these runs.
     assert sorted(abs(e) for e in body["calibration"]["left_out_errors"]) == \
         pytest.approx([0.03] * len(rows), abs=1e-3)
-    forced = calibrate(engine, str(path), "h100-sxm", force=True)
+    forced = calibrate(engine, str(path), "h100-sxm", ["gemm_efficiency"], force=True)
     assert forced.accepted and "--force" in forced.verdict
     assert yaml.safe_load(node_yaml(engine, forced))["specs"]["gemm_efficiency"]["value"] == \
         pytest.approx(forced.figures["gemm_efficiency"][1], abs=1e-4)
