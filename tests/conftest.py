@@ -43,6 +43,29 @@ def pytest_report_header(config) -> str:
     return f"dlformula: {_tested_package()}"
 
 
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The test files that wait for a background job (tests/background.py) run last, in their
+    own order, so that the job has the rest of the session to finish on the other core."""
+    import background
+
+    late = {item.path for item in items if background.wanted(item.fixturenames)}
+    items[:] = sorted(items, key=lambda item: item.path in late)  # stable: order kept within
+
+
+def pytest_collection_finish(session) -> None:
+    import background
+
+    if session.config.option.collectonly:
+        return
+    background.start(name for item in session.items for name in item.fixturenames)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    import background
+
+    background.stop()
+
+
 @pytest.fixture(scope="session")
 def engine():
     from dlformula import Engine

@@ -4,6 +4,9 @@ must equal `dlformula eval` within 1e-9 relative; its status must say "all pass"
 engine's first warning) for valid configs and FAIL for a pasted value the engine refuses.
 LibreOffice, the first engine, is in tests/test_excel.py; bench/workbook_agreement.py runs both
 over hundreds of random configs.
+
+Parsing the workbook and recalculating it take the `formulas` package some 15 seconds: that
+runs as a background job (tests/background.py) while the other tests run; the checks are here.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import pytest
 
+import background
 from dlformula.core import Engine
 from dlformula.excel import export
 
@@ -29,31 +33,57 @@ CONFIGS = [  # planner edits of the exported gpt3 workbook: layout, node, ZeRO, 
     ["parallelism.pp=4", "parallelism.dp=32", "training.recompute=none", "parallelism.sp=false",
      "parallelism.zero=0", "training.dropout=true", "training.micro_batch=4"],  # no fit
 ]
+# Values pasted into the input cells of the gpt3 config (input name or hardware.node, value)
+# and the check that must fail. (LibreOffice checks the messages of a blank node and a pasted
+# micro_batch = 1.5.)
+PASTED = [("zero", 4, "parallelism.zero"),
+          ("hardware.node", "h100", "hardware.node"),
+          ("micro_batch", None, "training.micro_batch"),
+          ("layers", "96 layers", "model.layers"),
+          ("glu", "yes", "model.glu"),
+          ("recompute", "everything", "training.recompute")]
 
 
-@pytest.fixture(scope="module")
-def book(tmp_path_factory: pytest.TempPathFactory) -> Any:
+@background.job("formulas_recalculated")
+def recalculate_with_formulas() -> dict[str, Any] | None:
+    """The background job: the gpt3 workbook parsed by `formulas`, recalculated with each of
+    CONFIGS and with each PASTED value; None without the package."""
+    import tempfile
+
     from dlformula.excel_recalc import FormulasBook, formulas_package
 
     try:
         formulas_package()
     except ImportError:
+        return None
+    engine = Engine()
+    with tempfile.TemporaryDirectory(prefix="dlf-formulas-test-") as folder:
+        path = str(Path(folder) / "plan.xlsx")
+        fb = FormulasBook(path, export(engine, GPT3, path), engine.model)
+    config = engine.evaluate(GPT3).config
+    return {"outputs": fb.outputs,
+            "configs": [fb.evaluate(engine.evaluate(GPT3, sets).config) for sets in CONFIGS],
+            "pasted": [fb.evaluate(config, {name: value})["status"]
+                       for name, value, _ in PASTED]}
+
+
+@pytest.fixture(scope="module")
+def formulas_recalculated() -> dict[str, Any]:
+    got = background.result("formulas_recalculated")
+    if got is None:
         if os.environ.get("CI"):
             pytest.fail("the formulas package is missing: pip install '.[test]'")
         pytest.skip("the formulas package is not installed: pip install formulas")
-    engine = Engine()
-    path = tmp_path_factory.mktemp("formulas") / "plan.xlsx"
-    info = export(engine, GPT3, str(path))
-    return engine, FormulasBook(str(path), info, engine.model)
+    return got
 
 
-def test_formulas_package_recalculates_configs_to_the_engines_numbers(book: Any) -> None:
-    engine, fb = book
+def test_formulas_package_recalculates_configs_to_the_engines_numbers(
+        engine: Engine, formulas_recalculated: dict[str, Any]) -> None:
     bad, statuses = [], []
-    for sets in CONFIGS:
+    assert len(formulas_recalculated["configs"]) == len(CONFIGS)
+    for sets, got in zip(CONFIGS, formulas_recalculated["configs"]):
         result = engine.evaluate(GPT3, sets)
-        got = fb.evaluate(result.config)
-        for name in fb.outputs:
+        for name in formulas_recalculated["outputs"]:
             v, want = got[name], result.values[name]
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isclose(
                     v, want, rel_tol=1e-9, abs_tol=1e-300):
@@ -66,17 +96,12 @@ def test_formulas_package_recalculates_configs_to_the_engines_numbers(book: Any)
             assert got["status"] == "all pass", (sets, got["status"])
     assert not bad, "\n".join(bad[:20])
     assert len(set(statuses)) > 1  # the configs differ in what they warn about
+    assert len(formulas_recalculated["outputs"]) > 400  # every named cell was compared
 
 
-def test_formulas_package_fails_a_pasted_value_the_engine_refuses(book: Any) -> None:
-    engine, fb = book
-    config = engine.evaluate(GPT3).config
-    # (LibreOffice checks the messages of a blank node and a pasted micro_batch = 1.5.)
-    for name, value, check in [("zero", 4, "parallelism.zero"),
-                               ("hardware.node", "h100", "hardware.node"),
-                               ("micro_batch", None, "training.micro_batch"),
-                               ("layers", "96 layers", "model.layers"),
-                               ("glu", "yes", "model.glu"),
-                               ("recompute", "everything", "training.recompute")]:
-        status = fb.evaluate(config, {name: value})["status"]
+def test_formulas_package_fails_a_pasted_value_the_engine_refuses(
+        formulas_recalculated: dict[str, Any]) -> None:
+    statuses = formulas_recalculated["pasted"]
+    assert len(statuses) == len(PASTED)
+    for (name, value, check), status in zip(PASTED, statuses):
         assert status.startswith(f"FAIL ({check})"), (name, value, status)
