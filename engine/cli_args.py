@@ -9,6 +9,7 @@ still pass a list of "KEY=VALUE" strings.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from .errors import UsageError
@@ -17,8 +18,6 @@ from .errors import UsageError
 def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """`["parallelism.tp=4"]` -> `{"parallelism.tp": 4}`; every malformed item is refused
     with the form to write."""
-    from .yamlfile import load_yaml
-
     out: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
@@ -27,12 +26,26 @@ def parse_set(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
             raise UsageError(f"--set '{item}': write SECTION.KEY=VALUE, e.g. "
                              "--set parallelism.tp=4")
         try:
-            node = load_yaml(text or "null", "--set", UsageError)
+            value = _scalar(text)
         except UsageError:
             raise UsageError(f"--set '{item}': the value is not valid YAML; quote text, e.g. "
                              f"--set {key}='...'") from None
-        if isinstance(node.value, (dict, list)):
+        if isinstance(value, _Container):
             raise UsageError(f"--set '{item}': the value must be a single number, word or "
                              "true/false")
-        out[key] = node.value
+        out[key] = value
     return out
+
+
+class _Container:
+    """What `_scalar` gives for a list or mapping (refused by parse_set)."""
+
+
+@lru_cache(maxsize=4096)
+def _scalar(text: str) -> Any:
+    """The YAML value of one --set text, read once per process: validate, search and the
+    leave-one-source-out fit pass the same few texts thousands of times."""
+    from .yamlfile import load_yaml
+
+    value = load_yaml(text or "null", "--set", UsageError).value
+    return _Container() if isinstance(value, (dict, list)) else value

@@ -482,7 +482,7 @@ def _build(merged: dict[str, Definition], quantities: dict[str, QuantityDef],
         if name not in parsed or not parsed[name].names <= defined:
             continue
         try:
-            e, dim = builder.build(parsed[name])
+            e, dim = _built(builder.build, parsed[name], env)
         except exprmod.ExprError as exc:
             errors.append(ModelError(f"quantity '{name}': {exc}", q.path, q.expr_line or q.line))
             continue
@@ -496,10 +496,39 @@ def _build(merged: dict[str, Definition], quantities: dict[str, QuantityDef],
     conditions = []
     for c, p in parsed_constraints:
         try:
-            conditions.append(builder.build_condition(p))
+            conditions.append(_built(builder.build_condition, p, env))
         except exprmod.ExprError as exc:
             errors.append(ModelError(f"constraint '{c.name}': {exc}", c.path, c.line))
     return exprs, conditions
+
+
+# Formulas built in this process: a second Engine (another plugin set, a formula folder added,
+# `check` of a file beside the built-in ones) rebuilds only what changed. Sympy objects are
+# immutable, so sets share them. Key: the text, the dimension and choices of every name it uses,
+# and the functions it calls (by identity: a plugin registering a function again builds anew).
+_BUILT: dict[tuple[Any, ...], tuple[Any, tuple[Any, ...]]] = {}
+_BUILT_LIMIT = 20_000
+
+
+def _built(build: Any, parsed: exprmod.Parsed, env: dict[str, exprmod.NameInfo]) -> Any:
+    """`build(parsed)`, or what it gave for the same text, names and functions before."""
+    import ast
+
+    calls = sorted({n.func.id for n in ast.walk(parsed.tree)
+                    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)})
+    table = exprmod.functions()
+    specs = tuple(table.get(c) for c in calls)
+    names = tuple((n, env[n].dim, tuple(sorted(env[n].choices.items()))
+                   if env[n].choices else None) for n in sorted(parsed.names))
+    key = (build.__name__, parsed.text, names, tuple(calls), tuple(map(id, specs)))
+    hit = _BUILT.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[1], specs)):
+        return hit[0]
+    value = build(parsed)  # an ExprError is raised, never kept
+    if len(_BUILT) >= _BUILT_LIMIT:
+        _BUILT.clear()
+    _BUILT[key] = (value, specs)
+    return value
 
 
 def _check_config_keys(inputs: dict[str, InputDef], errors: list[DlfError]) -> None:

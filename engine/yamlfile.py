@@ -442,9 +442,14 @@ def _cache_file(content: str | bytes, kind: str = "parse") -> str | None:
     return cache.entry_path(entry) if entry is not None else None
 
 
+_STORED = [0]  # entries this process wrote since it last pruned
+
+
 def _store(entry: str, result: Located | str) -> None:
     """Keep a parse (or a dump); keep the newest YAML_CACHE_ENTRIES (configs get edited, old
-    texts pile up). A read-only cache folder still works, only slower."""
+    texts pile up): pruned at a process's first write, then after every eighth of that many
+    writes (a prune lists the folder; validate or a fuzz run writes thousands of new texts).
+    A read-only cache folder still works, only slower."""
     import marshal
 
     try:
@@ -452,7 +457,10 @@ def _store(entry: str, result: Located | str) -> None:
     except ValueError:
         return
     if len(data) <= YAML_CACHE_MAX_BYTES and cache.write_bytes(entry, data):
-        cache.prune("yaml", YAML_CACHE_ENTRIES)
+        _STORED[0] += 1
+        if _STORED[0] == 1 or _STORED[0] > YAML_CACHE_ENTRIES // 8:
+            cache.prune("yaml", YAML_CACHE_ENTRIES)
+            _STORED[0] = 1
 
 
 def _freeze(item: Located) -> tuple[Any, int]:
