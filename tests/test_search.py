@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import re
 
 import numpy as np
@@ -97,19 +98,26 @@ def test_early_filtering_keeps_exactly_the_valid_layouts(engine):
     full = {by_key[k].name: _candidates(by_key[k], rule, base, by_key, 32).tolist()
             for k, rule in search_axes(model).items()}
     divs = divisors(32)
-    degrees = [(tp, pp, cp, 32 // (tp * pp * cp)) for tp, pp, cp in
-               itertools.product(divs, divs, divs) if 32 % (tp * pp * cp) == 0]
-    rows = [d + rest for d in degrees for rest in itertools.product(*full.values())]
-    cols = np.asarray(rows, dtype=np.float64).T
+    degrees = np.array([(tp, pp, cp, 32 // (tp * pp * cp)) for tp, pp, cp in
+                        itertools.product(divs, divs, divs) if 32 % (tp * pp * cp) == 0],
+                       dtype=np.float64)
+    # every degree tuple joined with every combination of the other axes' candidates: the
+    # rows of itertools.product(degrees, *full.values()), built as columns
+    rest = np.stack(np.meshgrid(*map(np.asarray, full.values()), indexing="ij")).reshape(
+        len(full), -1)
+    cols = np.concatenate([np.repeat(degrees.T, rest.shape[1], axis=1),
+                           np.tile(rest, len(degrees))]).astype(np.float64)
+    n = cols.shape[1]
+    assert n == len(degrees) * math.prod(len(v) for v in full.values())
     values = {**{k: np.float64(v) for k, v in base.items()},
-              **dict(zip(["tp", "pp", "cp", "dp", *full], cols, strict=False))}
-    ok = np.logical_and.reduce([np.broadcast_to(c, (len(rows),)) for c in check(values)])
-    assert result.stats.space == len(rows)
+              **dict(zip(["tp", "pp", "cp", "dp", *full], cols, strict=True))}
+    ok = np.logical_and.reduce([np.broadcast_to(c, (n,)) for c in check(values)])
+    assert result.stats.space == n
     assert result.stats.kept + result.stats.extra["do not fit in memory"] == int(ok.sum())
     assert result.stats.invalid == result.stats.total - int(ok.sum())
     names = ["tp", "pp", "cp", "dp", *full]
     kept = set(zip(*(result[k].tolist() for k in names), strict=True))
-    valid = {tuple(map(float, row)) for row, good in zip(rows, ok, strict=True) if good}
+    valid = set(map(tuple, cols[:, ok].T.tolist()))
     assert len(kept) == result.stats.kept and kept <= valid
 
 
