@@ -21,6 +21,7 @@ process.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import io
 import multiprocessing
@@ -62,6 +63,7 @@ def _worker(module: str, name: str, conn: Any) -> None:
     # SIGTERM (stop(), or the session ending early) raises SystemExit, so that a job's
     # subprocesses are ended by their context managers rather than left running.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    gc.set_threshold(50_000, 20, 20)  # as in the test process (conftest.quiet_collector)
     printed = io.StringIO()  # shown with an error, else dropped (progress bars)
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
         ok, value = _call(module, name)
@@ -86,12 +88,15 @@ def result(fixture: str) -> Any:
     if fixture not in _DONE:
         if fixture in _RUNNING:
             process, receive = _RUNNING.pop(fixture)
+            gc.disable()  # unpickling a job's many small objects: the collector quadruples it
             try:
                 _DONE[fixture] = receive.recv()
             except EOFError:
                 process.join()
                 _DONE[fixture] = (False, f"the worker process ended (exit code "
                                          f"{process.exitcode}) without an answer")
+            finally:
+                gc.enable()
             process.join()
             receive.close()
         else:

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import ROOT
+import pytest
+
+import background
+
+# Not conftest.ROOT: this module is imported again in the background worker, which must not
+# import conftest (tests/background.py).
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_readme_session_is_current():
@@ -14,17 +21,36 @@ def test_readme_session_is_current():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_validation_page_figures_are_current(monkeypatch, capsys):
-    """docs/update_validation.py --check, run in this process (its figures are the engine's)."""
+@background.job("validation_page_check")
+def check_validation_page() -> tuple[int, str]:
+    """The background job: `python docs/update_validation.py --check` (the validation runs and
+    the leave-one-source-out fit, a few seconds), run in the worker; (exit code, output)."""
+    import contextlib
     import importlib.util
+    import io
 
     spec = importlib.util.spec_from_file_location("update_validation",
                                                   ROOT / "docs" / "update_validation.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    monkeypatch.setattr(sys, "argv", ["update_validation.py", "--check"])
-    code = script.main()
-    assert code == 0, capsys.readouterr().out
+    out = io.StringIO()
+    argv, sys.argv = sys.argv, ["update_validation.py", "--check"]
+    try:
+        with contextlib.redirect_stdout(out):
+            code = script.main()
+    finally:
+        sys.argv = argv
+    return code, out.getvalue()
+
+
+@pytest.fixture
+def validation_page_check():
+    return background.result("validation_page_check")
+
+
+def test_validation_page_figures_are_current(validation_page_check):
+    code, out = validation_page_check
+    assert code == 0, out
 
 
 def test_readme_starts_with_two_commands():
