@@ -25,6 +25,11 @@ from typing import Any
 import openpyxl
 import pytest
 import sympy
+from openpyxl.utils.cell import (
+    column_index_from_string,
+    coordinate_from_string,
+    get_column_letter,
+)
 
 import background
 from dlformula.core import Engine
@@ -366,6 +371,56 @@ class Spec:
     pastes: dict[str, Any] | None = None  # raw values written into named cells
 
 
+class RecalculatedBook:
+    """The values of a workbook LibreOffice recalculated and saved, as openpyxl reads them
+    (data_only), by sheet and cell, with the defined names: what the checks read, a fiftieth of
+    the pickled workbook the background job would otherwise send. Read like openpyxl's:
+    `wb[sheet][cell].value`, `ws.cell(row=, column=)`, `ws.iter_rows()` (the non-empty cells),
+    `ws.max_row`, `wb.worksheets`, `wb.sheetnames`, `wb.defined_names[name].attr_text`."""
+
+    def __init__(self, path: Path) -> None:
+        wb = openpyxl.load_workbook(path, data_only=True, read_only=True)
+        try:
+            self.sheetnames = list(wb.sheetnames)
+            self.defined_names = {n: _Name(d.attr_text) for n, d in wb.defined_names.items()}
+            self.worksheets = [_Sheet(ws) for ws in wb.worksheets]
+        finally:
+            wb.close()
+        self._by_title = {ws.title: ws for ws in self.worksheets}
+
+    def __getitem__(self, title: str) -> _Sheet:
+        return self._by_title[title]
+
+
+@dataclass(frozen=True)
+class _Name:
+    attr_text: str
+
+
+@dataclass(frozen=True)
+class _Cell:
+    coordinate: str
+    value: Any
+
+
+class _Sheet:
+    def __init__(self, ws: Any) -> None:
+        self.title = ws.title
+        self.values = {(c.row, c.column): c.value for row in ws.iter_rows() for c in row
+                       if getattr(c, "value", None) is not None}
+        self.max_row = max((r for r, _ in self.values), default=0)
+
+    def cell(self, row: int, column: int) -> _Cell:
+        return _Cell(f"{get_column_letter(column)}{row}", self.values.get((row, column)))
+
+    def __getitem__(self, coordinate: str) -> _Cell:
+        column, row = coordinate_from_string(coordinate)
+        return self.cell(row, column_index_from_string(column))
+
+    def iter_rows(self) -> list[list[_Cell]]:
+        return [[self.cell(r, c)] for r, c in sorted(self.values)]
+
+
 @dataclass
 class Case:
     label: str
@@ -526,7 +581,7 @@ def recalculate_books() -> dict[str, Any] | None:
         pages = {p.stem: len(re.findall(rb"/Type\s*/Page[^s]", pdfs[p].read_bytes()))
                  for p in printed}
         out = runs[1].wait(".xlsx")
-        books = [openpyxl.load_workbook(out[p], data_only=True) for p in paths]
+        books = [RecalculatedBook(out[p]) for p in paths]
         return {"cases": list(zip(specs, infos, books)), "pages": pages}
     finally:
         for run in runs:
