@@ -11,6 +11,7 @@ from __future__ import annotations
 import keyword
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from . import display
@@ -412,7 +413,7 @@ def _parse_quantities(quantities: dict[str, QuantityDef], defined: set[str],
     parsed: dict[str, exprmod.Parsed] = {}
     for name, q in quantities.items():
         try:
-            parsed[name] = exprmod.parse(q.expr)
+            parsed[name] = _parse(q.expr)
         except exprmod.ExprError as exc:
             errors.append(ModelError(f"quantity '{name}': {exc}", q.path, q.expr_line or q.line))
             continue
@@ -430,7 +431,7 @@ def _parse_constraints(constraints: list[ConstraintDef], defined: set[str],
     out: list[tuple[ConstraintDef, exprmod.Parsed]] = []
     for c in constraints:
         try:
-            p = exprmod.parse(c.check)
+            p = _parse(c.check)
         except exprmod.ExprError as exc:
             errors.append(ModelError(f"constraint '{c.name}': {exc}", c.path, c.line))
             continue
@@ -500,6 +501,17 @@ def _build(merged: dict[str, Definition], quantities: dict[str, QuantityDef],
         except exprmod.ExprError as exc:
             errors.append(ModelError(f"constraint '{c.name}': {exc}", c.path, c.line))
     return exprs, conditions
+
+
+def _parse(text: Any) -> exprmod.Parsed:
+    """exprmod.parse, once per process for a text and the functions known (a refused text is
+    refused each time). The tree is only read after parsing."""
+    return _parse_known(text, frozenset(exprmod.known_function_names()))
+
+
+@lru_cache(maxsize=8192, typed=True)  # typed: True is refused, 1 is a number
+def _parse_known(text: Any, known: frozenset[str]) -> exprmod.Parsed:
+    return exprmod.parse(text)
 
 
 # Formulas built in this process: a second Engine (another plugin set, a formula folder added,
