@@ -63,7 +63,10 @@ def _worker(module: str, name: str, conn: Any) -> None:
     # SIGTERM (stop(), or the session ending early) raises SystemExit, so that a job's
     # subprocesses are ended by their context managers rather than left running.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    gc.set_threshold(50_000, 20, 20)  # as in the test process (conftest.quiet_collector)
+    gc.set_threshold(50_000, 20, 20)  # as in the test process (conftest.py)
+    # Behind the tests in the queue for a core (LibreOffice inherits it): the tests that need
+    # the job run last, and the others should not wait for it.
+    os.nice(10)
     printed = io.StringIO()  # shown with an error, else dropped (progress bars)
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
         ok, value = _call(module, name)

@@ -26,6 +26,12 @@ def _tested_package() -> Path | None:
     return Path(spec.origin).resolve().parent if spec and spec.origin else None
 
 
+def pytest_configure(config) -> None:
+    import gc
+
+    gc.set_threshold(50_000, 20, 20)  # from the start (collection imports sympy and friends)
+
+
 def pytest_sessionstart(session) -> None:
     """From a checkout the suite tests the checkout (the README's editable install): a regular
     install would test a copy, and an edit, even a syntax error, would pass unseen.
