@@ -66,7 +66,8 @@ def _worker(module: str, name: str, conn: Any) -> None:
     gc.set_threshold(50_000, 20, 20)  # as in the test process (conftest.py)
     # Behind the tests in the queue for a core (LibreOffice inherits it): the tests that need
     # the job run last, and the others should not wait for it.
-    os.nice(10)
+    if hasattr(os, "nice"):
+        os.nice(10)
     printed = io.StringIO()  # shown with an error, else dropped (progress bars)
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
         ok, value = _call(module, name)

@@ -353,7 +353,10 @@ class Conversion:
 
     def end(self) -> None:
         if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            if hasattr(os, "killpg"):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            else:
+                self.proc.kill()
             self.proc.wait()
         shutil.rmtree(self.profile, ignore_errors=True)
 

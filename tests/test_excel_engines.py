@@ -48,6 +48,7 @@ PASTED = [("zero", 4, "parallelism.zero"),
 def recalculate_with_formulas() -> dict[str, Any] | None:
     """The background job: the gpt3 workbook parsed by `formulas`, recalculated with each of
     CONFIGS and with each PASTED value; None without the package."""
+    import shutil
     import tempfile
 
     from dlformula.excel_recalc import FormulasBook, formulas_package
@@ -60,11 +61,15 @@ def recalculate_with_formulas() -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory(prefix="dlf-formulas-test-") as folder:
         path = str(Path(folder) / "plan.xlsx")
         fb = FormulasBook(path, export(engine, GPT3, path), engine.model)
-    config = engine.evaluate(GPT3).config
-    return {"outputs": fb.outputs,
-            "configs": [fb.evaluate(engine.evaluate(GPT3, sets).config) for sets in CONFIGS],
-            "pasted": [fb.evaluate(config, {name: value})["status"]
-                       for name, value, _ in PASTED]}
+    try:
+        config = engine.evaluate(GPT3).config
+        return {"outputs": fb.outputs,
+                "configs": [fb.evaluate(engine.evaluate(GPT3, sets).config)
+                            for sets in CONFIGS],
+                "pasted": [fb.evaluate(config, {name: value})["status"]
+                           for name, value, _ in PASTED]}
+    finally:
+        shutil.rmtree(fb.dir, ignore_errors=True)  # its trimmed copy of the workbook
 
 
 @pytest.fixture(scope="module")
