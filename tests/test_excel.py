@@ -558,11 +558,11 @@ def recalculate_books() -> dict[str, Any] | None:
     try:
         (src / "print").mkdir()
         printed = [src / "print" / (Path(c).stem + ".xlsx") for c in PRINTED]
+        done: dict[tuple[Any, ...], tuple[Path, ExportInfo]] = {}  # plain exports by what
         for config, path in zip(PRINTED, printed):
-            export(engines["core"], config, str(path))
+            done[("core", config, (), None)] = (path, export(engines["core"], config, str(path)))
         runs.append(Conversion(soffice, printed, "pdf", src / "pdf"))
         specs, infos, paths = _specs(engines["core"]), [], []
-        done: dict[tuple[Any, ...], tuple[Path, ExportInfo]] = {}
         for i, spec in enumerate(specs):
             eng, path = engines[spec.engine], src / f"{i:02d}-{spec.label}.xlsx"
             key = (spec.engine, spec.config, tuple(spec.sets), spec.hf)
