@@ -351,13 +351,13 @@ def test_a_warm_eval_imports_only_what_it_uses(tmp_path):
     assert err.splitlines()[-1] == "[]"
 
 
-def test_python_m_dlformula_is_the_program(tmp_path, run):
-    env = dict(os.environ, DLFORMULA_CACHE_DIR=str(tmp_path))
+def test_python_m_dlformula_is_the_program(run):
+    expected = run("eval", GPT3, "--only", "step_time")[1]  # (the session's cache: warm)
     res = subprocess.run([sys.executable, "-m", "dlformula", "eval", GPT3, "--only", "step_time"],
-                         env=env, capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert res.stdout == run("eval", GPT3, "--only", "step_time")[1]
-    res = subprocess.run([sys.executable, "-m", "dlformula", "--version"], env=env,
+    assert res.stdout == expected
+    res = subprocess.run([sys.executable, "-m", "dlformula", "--version"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0 and res.stdout.startswith("dlformula ")
 
