@@ -119,11 +119,17 @@ def test_figures_the_runs_cannot_determine_are_refused(engine, tmp_path):
         calibrate(engine, str(path), "a100-sxm4-80gb", list(TRUE))
 
 
-def test_the_default_fits_the_family_figures_only(engine, tmp_path):
+@pytest.fixture(scope="module")
+def default_fit(engine, tmp_path_factory):
+    """calibrate with its default figures on the synthetic cluster (two tests read it)."""
+    return calibrate(engine, str(_synthetic_runs(engine, tmp_path_factory.mktemp("fit"))),
+                     "h100-sxm")
+
+
+def test_the_default_fits_the_family_figures_only(default_fit):
     """Five free figures on a few runs fitted their quirks (Narayanan's ZeRO-3 runs went from
     +2% to +98%); the default is the family's figures from fit.yaml, the FA3 tie kept."""
-    path = _synthetic_runs(engine, tmp_path)
-    cal = calibrate(engine, str(path), "h100-sxm")
+    cal = default_fit
     assert set(cal.figures) == {"gemm_efficiency", "attention_efficiency",
                                 "attention_efficiency_fa3"}
     fitted_att = cal.figures["attention_efficiency"][1]
@@ -157,8 +163,8 @@ def test_a_fit_that_predicts_left_out_runs_no_better_is_not_written(engine, tmp_
         pytest.approx(forced.figures["gemm_efficiency"][1], abs=1e-4)
 
 
-def test_the_synthetic_fit_is_kept_by_cross_validation(engine, tmp_path):
-    cal = calibrate(engine, str(_synthetic_runs(engine, tmp_path)), "h100-sxm")
+def test_the_synthetic_fit_is_kept_by_cross_validation(default_fit):
+    cal = default_fit
     assert cal.accepted and cal.verdict.startswith("fitted figures kept")
     assert cal.written()["gemm_efficiency"] == pytest.approx(TRUE["gemm_efficiency"], rel=0.01)
 
