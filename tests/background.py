@@ -13,9 +13,9 @@ A job computes and returns data (pickled back); the test's checks stay in the te
         return background.result("libreoffice")  # waits; a job's error fails the test
 
 conftest.py starts the jobs after collection and stops them when the session ends. A job's
-module is imported again in the worker: it must not import conftest (which would give the
-worker a cache folder of its own). A job never started (a test that asks late) runs in the test
-process.
+module is imported again in the worker: it must not import conftest (which sets up the test
+process). A worker has a cache folder of its own, removed when the job ends. A job never
+started (a test that asks late) runs in the test process.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ import importlib
 import io
 import multiprocessing
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -68,9 +70,16 @@ def _worker(module: str, name: str, conn: Any) -> None:
     # the job run last, and the others should not wait for it.
     if hasattr(os, "nice"):
         os.nice(10)
+    # A cache folder of its own: the session's is the tests' (some compare its listing before
+    # and after a command), and a job writing into it meanwhile made them fail.
+    folder = tempfile.mkdtemp(prefix="dlformula-test-job-")
+    os.environ["DLFORMULA_CACHE_DIR"] = folder
     printed = io.StringIO()  # shown with an error, else dropped (progress bars)
-    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-        ok, value = _call(module, name)
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            ok, value = _call(module, name)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     conn.send((ok, value if ok else f"{value}\n{printed.getvalue()}".rstrip()))
     conn.close()
 
