@@ -31,13 +31,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BASES = [str(ROOT / "examples" / "gpt3-175b.yaml"), str(ROOT / "examples" / "llama3-70b.yaml")]
-RECALC_ALWAYS = """<?xml version="1.0" encoding="UTF-8"?>
-<oor:items xmlns:oor="http://openoffice.org/2001/registry"
- xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
-<item oor:path="/org.openoffice.Office.Calc/Formula/Load"><prop oor:name="OOXMLRecalcMode" \
-oor:op="fuse"><value>0</value></prop></item>
-</oor:items>
-"""
 
 
 def random_configs(engine: Any, n: int, seed: int) -> list[tuple[str, list[str], Any]]:
@@ -93,6 +86,7 @@ def libreoffice(engine: Any, configs: list[tuple[str, list[str], Any]], tmp: Pat
     import openpyxl
 
     from dlformula.excel import export
+    from dlformula.excel_recalc import soffice_convert_args
 
     soffice = shutil.which("soffice") or shutil.which("libreoffice")
     if not soffice:
@@ -103,14 +97,9 @@ def libreoffice(engine: Any, configs: list[tuple[str, list[str], Any]], tmp: Pat
         for i, (base, sets, result) in enumerate(configs[lo:lo + batch], start=lo):
             path = tmp / f"{i:04d}.xlsx"
             books.append((path, export(engine, base, str(path), sets), result))
-        profile = Path(tempfile.mkdtemp(prefix="dlf-bench-lo-"))
-        (profile / "user").mkdir()
-        (profile / "user" / "registrymodifications.xcu").write_text(RECALC_ALWAYS)
         outdir = tmp / "recalc"
-        subprocess.run([soffice, "--headless", "--norestore",
-                        f"-env:UserInstallation={profile.as_uri()}", "--convert-to", "xlsx",
-                        "--outdir", str(outdir), *(str(p) for p, _, _ in books)],
-                       check=True, capture_output=True, timeout=3600)
+        argv, profile = soffice_convert_args(soffice, [p for p, _, _ in books], "xlsx", outdir)
+        subprocess.run(argv, check=True, capture_output=True, timeout=3600)
         shutil.rmtree(profile, ignore_errors=True)
         for path, info, result in books:
             wb = openpyxl.load_workbook(outdir / path.name, data_only=True)

@@ -25,6 +25,31 @@ from typing import Any
 
 DISPLAY_ONLY = ("Readable", "Message")  # column titles of text no named cell reads
 
+# LibreOffice, the first engine: a throw-away profile whose one setting makes Calc recalculate
+# an .xlsx on load (its default keeps the cached values the export wrote).
+RECALC_ALWAYS = """<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry"
+ xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<item oor:path="/org.openoffice.Office.Calc/Formula/Load"><prop oor:name="OOXMLRecalcMode" \
+oor:op="fuse"><value>0</value></prop></item>
+</oor:items>
+"""
+
+
+def soffice_convert_args(soffice: str, paths: list[Any], fmt: str, outdir: Any) -> tuple[
+        list[str], str]:
+    """(argv, profile folder) of one headless soffice run converting `paths` to `fmt` ("xlsx":
+    load, recalculate, save; "pdf": print) into `outdir`, with a fresh profile that forces
+    recalculation on load. The caller removes the profile folder when the run has ended."""
+    from pathlib import Path
+
+    profile = Path(tempfile.mkdtemp(prefix="dlf-lo-profile-"))
+    (profile / "user").mkdir()
+    (profile / "user" / "registrymodifications.xcu").write_text(RECALC_ALWAYS)
+    argv = [soffice, "--headless", "--norestore", f"-env:UserInstallation={profile.as_uri()}",
+            "--convert-to", fmt, "--outdir", str(outdir), *map(str, paths)]
+    return argv, str(profile)
+
 
 def formulas_package() -> Any:
     """The PyPI `formulas` package, not the `formulas/` data folder of a dlformula checkout

@@ -41,7 +41,7 @@ from dlformula.excel_printer import (
     excel_names,
     name_problem,
 )
-from dlformula.excel_recalc import random_sets
+from dlformula.excel_recalc import random_sets, soffice_convert_args
 from dlformula.resources import DataFolder, builtin_folders
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -315,15 +315,6 @@ def _which_soffice() -> str | None:
     return shutil.which("soffice") or shutil.which("libreoffice")
 
 
-RECALC_ALWAYS = """<?xml version="1.0" encoding="UTF-8"?>
-<oor:items xmlns:oor="http://openoffice.org/2001/registry"
- xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
-<item oor:path="/org.openoffice.Office.Calc/Formula/Load"><prop oor:name="OOXMLRecalcMode" \
-oor:op="fuse"><value>0</value></prop></item>
-</oor:items>
-"""
-
-
 class Conversion:
     """One soffice run converting workbooks to `fmt` ("xlsx": load, recalculate, save; "pdf":
     print), started at once, with a throw-away profile that forces recalculation on load.
@@ -331,14 +322,10 @@ class Conversion:
 
     def __init__(self, soffice: str, paths: list[Path], fmt: str, outdir: Path) -> None:
         self.paths, self.outdir = paths, outdir
-        self.profile = Path(tempfile.mkdtemp(prefix="dlf-lo-profile-"))
-        (self.profile / "user").mkdir()
-        (self.profile / "user" / "registrymodifications.xcu").write_text(RECALC_ALWAYS)
+        argv, profile = soffice_convert_args(soffice, paths, fmt, outdir)
+        self.profile = Path(profile)
         self.proc = subprocess.Popen(
-            [soffice, "--headless", "--norestore",
-             f"-env:UserInstallation={self.profile.as_uri()}", "--convert-to", fmt,
-             "--outdir", str(outdir), *map(str, paths)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True)  # its own process group: end() ends all of LibreOffice
 
     def wait(self, suffix: str) -> dict[Path, Path]:
