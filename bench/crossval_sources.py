@@ -46,6 +46,10 @@ def main(argv: list[str]) -> int:
     print("\nfigures fitted on every run:")
     for fam, point in result["figures"].items():
         print(f"  {fam:12} " + "  ".join(f"{k.split('.')[-1]}={v:g}" for k, v in point.items()))
+    for key, value in result.get("framework", {}).items():
+        held = sorted({(r["held_out_figures"] or {}).get(key) for r in runs} - {None})
+        print(f"  {'framework':12} {key.split('.')[-1]}={value:g}"
+              f"  (left out in turn: {', '.join(f'{v:g}' for v in held)})")
     print(f"\n{len(runs)} runs, {time.perf_counter() - start:.1f} s")
     return 0
 

@@ -61,6 +61,8 @@ ABLATIONS = [
     ("no allocator overhead on the peak", None, ["training.allocator_overhead=0"]),
     ("all-to-all dispatch sending every routed copy (no DeepEP)", "moe.dispatcher=deepep",
      ["moe.dispatcher=alltoall"]),
+    ("MoE layers never waiting for the host (moe.host_sync_time 0)", None,
+     ["moe.host_sync_time=0"]),
 ]
 BINS = [(0, 0.02, "< 2%"), (0.02, 0.05, "2-5%"), (0.05, 0.10, "5-10%"), (0.10, 0.12, "10-12%"),
         (0.12, 0.20, "12-20%"), (0.20, float("inf"), "≥ 20%")]
@@ -224,6 +226,10 @@ def loso(cv: dict[str, Any]) -> str:
     figures = "; ".join(f"{fam}: " + ", ".join(f"`{k.split('.')[-1]}` {v:g}"
                                               for k, v in point.items())
                         for fam, point in cv["figures"].items())
+    for key, value in cv.get("framework", {}).items():
+        held = sorted({(r["held_out_figures"] or {}).get(key) for r in cv["runs"]} - {None})
+        figures += (f"; framework: `{key}` {value:g} (refitted without each source: "
+                    f"{', '.join(f'{v:g}' for v in held)})")
     return "\n".join(lines) + f"\n\nFigures fitted on every run: {figures}.\n"
 
 

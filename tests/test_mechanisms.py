@@ -110,6 +110,39 @@ def test_fp8_casts_of_a_moe_layer_count_every_routed_copy(engine):
     assert dense["fp8_cast_mlp_elements_forward"] == pytest.approx(2048 * (12288 + 4 * 12288 / 4))
 
 
+def test_a_moe_layer_that_syncs_with_the_host_makes_the_gpu_wait_for_it(engine):
+    """A dropless MoE layer copies its tokens-per-expert counts to the host, so the GPU waits
+    for the host to launch the layer's eager part (host_sync_time per MoE layer and
+    micro-batch) for as long as that takes beyond the GPU work it launches (the MoE MLP's
+    forward and backward, 3 x moe_mlp_time). A sync-free layer (full-iteration CUDA graph) and
+    a dense block never wait."""
+    moe = str(EXAMPLES / "deepseek-v3-h800.yaml")
+    h = 0.05
+    synced = engine.evaluate(moe, {"moe.host_sync_time": h, "moe.sync_free": False})
+    free = engine.evaluate(moe, {"moe.host_sync_time": h, "moe.sync_free": True})
+    share, mlp = synced["moe_layer_share"], synced["moe_mlp_time"]
+    assert 0 < share < 1  # DeepSeek-V3's first three layers are dense
+    assert 0 < 3 * mlp < h
+    assert synced["host_wait_per_layer"] == pytest.approx(share * (h - 3 * mlp))
+    assert free["host_wait_per_layer"] == 0
+    assert synced["layer_microbatch_time"] - free["layer_microbatch_time"] == pytest.approx(
+        share * (h - 3 * mlp))
+    # A host faster than the GPU work it launches hides behind it.
+    hidden = engine.evaluate(moe, {"moe.host_sync_time": 2 * mlp, "moe.sync_free": False})
+    assert hidden["host_wait_per_layer"] == 0
+    # Every micro-batch pays it on every MoE layer of the slowest stage.
+    one_stage = {"moe.host_sync_time": h, "parallelism.pp": 1, "parallelism.dp": 2048,
+                 "parallelism.schedule": "1f1b", "parallelism.first_stage_layers": 0,
+                 "training.global_batch": 16384, "parallelism.last_stage_layers": 0}
+    a = engine.evaluate(moe, {**one_stage, "moe.sync_free": False})
+    b = engine.evaluate(moe, {**one_stage, "moe.sync_free": True})
+    assert a["stage_microbatch_compute_time"] - b["stage_microbatch_compute_time"] == \
+        pytest.approx(a["moe_layers"] * (h - 3 * a["moe_mlp_time"]))
+    # A dense model has no such wait, whatever the MoE inputs say.
+    dense = engine.evaluate(GPT3, {**AT_SCALE, "moe.host_sync_time": h})
+    assert dense["host_wait_per_layer"] == 0
+
+
 def test_eager_pytorch_pays_for_each_unfused_operator(engine):
     """torchtitan without torch.compile runs its RMSNorm and RoPE op by op in float32 and
     SwiGLU as silu then multiply; the model counts each operator's HBM traffic (measured:

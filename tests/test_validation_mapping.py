@@ -689,6 +689,23 @@ def test_a_recipe_of_one_release_applies_to_that_release_only(engine):
     assert stated["parallelism.ep_comm_overlap"] == "false"
 
 
+def test_full_iteration_cuda_graph_recipes_make_the_moe_layers_sync_free(engine):
+    """Megatron-Bridge's MXFP8 MoE recipes on GB200/GB300 run a full-iteration CUDA graph with
+    the sync-free grouped MLP from 26.06 on (cuda_graph_impl='full_iteration'); no MoE recipe
+    of 25.11-26.04.01 does, and neither do their BF16 recipes."""
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    qwen = {"model": {"experts": 128, "top_k": 8}, "hardware": {"gpu": "GB200", "count": 64}}
+    for release in ("26.06", "26.06.01", "26.08"):
+        new = _sets(engine, _moe_row(source=BRIDGE.format(release), precision="mxfp8", **qwen))
+        assert new["moe.sync_free"] == "true", release
+    for release in ("25.11", "26.02", "26.04", "26.04.01"):
+        old = _sets(engine, _moe_row(source=BRIDGE.format(release), precision="mxfp8", **qwen))
+        assert "moe.sync_free" not in old, release
+    bf16 = _sets(engine, _moe_row(source=BRIDGE.format("26.08"), precision="bf16", **qwen))
+    assert "moe.sync_free" not in bf16
+
+
 BRIDGE = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, section '{} NeMo Container'"
 QWEN3_235B = {"layers": 94, "hidden": 4096, "heads": 64, "kv_heads": 4, "head_dim": 128,
               "ffn_hidden": 1536, "vocab": 151936, "experts": 128, "top_k": 8,

@@ -33,9 +33,16 @@ class Family(NamedTuple):
     ties: dict[str, tuple[float, str]]  # config key -> (factor, other key)
 
 
+class Framework(NamedTuple):
+    key: str  # config key of the figure
+    grid: list[float]
+    runs: str  # which runs it acts on: "moe" (MoE runs) or "all"
+
+
 class Spec(NamedTuple):
     clip: float
     families: dict[str, Family]
+    framework: dict[str, Framework]
     memory: dict[str, list[float]]
     sources: list[tuple[str, re.Pattern[str]]]
 
@@ -79,9 +86,14 @@ def parse(text: str, path: str) -> Spec:
                 ties[key] = (float(factor), other.strip())
             families[name] = Family(name, tuple(f["nodes"]),
                                     {k: grid(v["grid"]) for k, v in f["fit"].items()}, ties)
+        framework = {}
+        for key, f in (body.get("framework") or {}).items():
+            if f.get("runs", "all") not in ("moe", "all"):
+                raise ValueError(f"framework figure {key}: runs must be moe or all")
+            framework[key] = Framework(key, grid(f["grid"]), f.get("runs", "all"))
         memory = {k: grid(v["grid"]) for k, v in (body.get("memory") or {}).items()}
         sources = [(s["name"], re.compile(s["match"])) for s in body["sources"]]
-        return Spec(float(body["objective"]["clip"]), families, memory, sources)
+        return Spec(float(body["objective"]["clip"]), families, framework, memory, sources)
     except (KeyError, TypeError, ValueError, re.error) as exc:
         raise ModelError(f"{path}: malformed fit spec ({type(exc).__name__}: {exc}); see the "
                          "file's header for its form", path) from None
@@ -184,6 +196,43 @@ def fit_family(predict: Predictor, runs: list[FitRun], family: Family,
     return best[1], best[0]
 
 
+def acts_on(figure: Framework, run: FitRun) -> bool:
+    return figure.runs == "all" or (figure.runs == "moe" and run.traits["moe"])
+
+
+def fit_framework(predict: Predictor, runs: list[FitRun], figures: dict[str, dict[str, float]],
+                  clip: float) -> dict[str, float]:
+    """The framework figures (fit.yaml `framework`), each the grid value with the lowest
+    objective over the runs it acts on, every run at its family's fitted figures (`figures`)
+    and the framework figures fitted before it. A figure no run constrains keeps its default
+    (it is left out of the point)."""
+    point: dict[str, float] = {}
+    for figure in spec().framework.values():
+        mine = [r for r in runs if acts_on(figure, r)]
+        if not mine:
+            continue
+        best: tuple[float, float] | None = None
+        for value in figure.grid:
+            trial = {**point, figure.key: value}
+            objective = sum(min(abs(math.log(predict(r, {**figures.get(r.family or "", {}),
+                                                         **trial}) / r.target)), clip)
+                            for r in mine) / len(mine)
+            if best is None or objective < best[0]:
+                best = (objective, value)
+        assert best is not None
+        point[figure.key] = best[1]
+    return point
+
+
+def run_point(run: FitRun, family_point: dict[str, float],
+              framework_point: dict[str, float]) -> dict[str, float]:
+    """The figures one run is predicted at: its family's, and the framework figures that act
+    on it."""
+    s = spec()
+    return {**family_point, **{k: v for k, v in framework_point.items()
+                               if k in s.framework and acts_on(s.framework[k], run)}}
+
+
 def cross_validate(engine: Any, runs: list[FitRun]) -> dict[str, Any]:
     """In-sample and leave-one-source-out errors of every run of a fitted family.
 
@@ -194,26 +243,29 @@ def cross_validate(engine: Any, runs: list[FitRun]) -> dict[str, Any]:
     predict = Predictor(engine)
     full = {name: fit_family(predict, runs, f, s.clip) for name, f in s.families.items()}
     figures = {name: fit[0] for name, fit in full.items() if fit is not None}
+    framework = fit_framework(predict, runs, figures, s.clip)
     held: dict[tuple[str, str], tuple[float, dict[str, float] | None]] = {}
     for source in sorted({r.source for r in runs}):
         train = [r for r in runs if r.source != source]
         refit = {name: fit_family(predict, train, f, s.clip) for name, f in s.families.items()}
+        refit_figures = {name: fit[0] for name, fit in refit.items() if fit is not None}
+        refit_framework = fit_framework(predict, train, refit_figures, s.clip)
         for r in runs:
             if r.source != source:
                 continue
             # No other source has runs on the family: the node files' own figures.
             fit = refit.get(r.family) if r.family else None
-            point = fit[0] if fit is not None else {}
+            point = run_point(r, fit[0] if fit is not None else {}, refit_framework)
             held[(r.id, r.file)] = (predict(r, point) / r.target - 1, point or None)
     out = []
     for r in runs:
-        point = figures.get(r.family, {}) if r.family else {}
+        point = run_point(r, figures.get(r.family, {}) if r.family else {}, framework)
         out.append({"id": r.id, "file": r.file, "source": r.source, "family": r.family,
                     "regimes": regimes(r), "traits": r.traits,
                     "in_sample": predict(r, point) / r.target - 1,
                     "held_out": held[(r.id, r.file)][0],
                     "held_out_figures": held[(r.id, r.file)][1]})
-    return {"figures": figures, "runs": out}
+    return {"figures": figures, "framework": framework, "runs": out}
 
 
 def summary(errors: list[float]) -> dict[str, Any]:

@@ -1,0 +1,75 @@
+"""Leave-one-source-out fitting (engine/validation/fit.py): the framework figures are fitted over
+every run they act on and refitted without each source, like the hardware families' figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dlformula.core import Engine
+from dlformula.errors import ModelError
+from dlformula.validation import fit
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+# A node of no fitted family, so that the framework figure is the only one fitted.
+NODE = "mi300x"
+TRUE_H = 0.01
+# Short sequences: the MoE layers' GPU work (3 x moe_mlp_time) is well under TRUE_H, so the host
+# wait shows in every MoE run's step time.
+SHORT = {"training.seq_len": 512}
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return Engine()
+
+
+def _run(engine, ident, source, config, h=TRUE_H):
+    """A FitRun whose target is the model's own step time at host_sync_time h."""
+    items = tuple(f"{k}={v}" for k, v in {"hardware.node": NODE, **SHORT, **config}.items())
+    values = dict(engine.config(str(EXAMPLES / "gpt4-like-moe.yaml"), list(items)).values)
+    moe = float(values.get("experts", 0)) > 1
+    target = float(engine.model.evaluate({**values, "host_sync_time": h})["step_time"])
+    traits = {"gpus": int(values["gpus"]), "moe": moe, "precision": "bf16", "cp": 1,
+              "zero": 1, "node": NODE}
+    return fit.FitRun(ident, "synthetic.yaml", items, target, NODE, None, source, traits,
+                      values)
+
+
+def test_a_framework_figure_is_fitted_on_the_runs_it_acts_on_and_refitted_held_out(engine):
+    runs = [_run(engine, "a1", "source A", {"training.micro_batch": 1}),
+            _run(engine, "a2", "source A", {"training.micro_batch": 2}),
+            _run(engine, "b1", "source B", {"moe.top_k": 4}),
+            _run(engine, "d1", "source C", {"moe.experts": 0, "parallelism.ep": 1})]
+    assert [r.traits["moe"] for r in runs] == [True, True, True, False]
+    result = fit.cross_validate(engine, runs)
+    assert result["framework"] == {"moe.host_sync_time": TRUE_H}
+    by_id = {r["id"]: r for r in result["runs"]}
+    for ident in ("a1", "a2", "b1"):
+        assert by_id[ident]["in_sample"] == pytest.approx(0, abs=1e-9)
+        # Held out, the figure comes from the other source's runs, which say the same.
+        assert by_id[ident]["held_out_figures"] == {"moe.host_sync_time": TRUE_H}
+        assert by_id[ident]["held_out"] == pytest.approx(0, abs=1e-9)
+    # A dense run is not predicted with the MoE figure at all.
+    assert by_id["d1"]["held_out_figures"] is None
+
+
+def test_a_source_alone_in_constraining_the_figure_is_held_out_at_the_default(engine):
+    runs = [_run(engine, "a1", "source A", {"training.micro_batch": 1}),
+            _run(engine, "d1", "source C", {"moe.experts": 0, "parallelism.ep": 1})]
+    result = fit.cross_validate(engine, runs)
+    a1 = next(r for r in result["runs"] if r["id"] == "a1")
+    assert a1["in_sample"] == pytest.approx(0, abs=1e-9)
+    assert a1["held_out_figures"] is None  # no other MoE run: the input's default
+    default = engine.model.inputs["host_sync_time"].default
+    assert default != TRUE_H and a1["held_out"] < -0.01  # the default waits less
+
+
+def test_a_malformed_framework_figure_is_refused_with_the_file():
+    shipped = (Path(fit.__file__).parent / "fit.yaml").read_text(encoding="utf-8")
+    bad = shipped.replace("runs: moe}", "runs: dense}")
+    assert bad != shipped
+    with pytest.raises(ModelError, match="fit.yaml: malformed fit spec.*runs must be moe or all"):
+        fit.parse(bad, "fit.yaml")
+    assert "moe.host_sync_time" in fit.parse(shipped, "fit.yaml").framework
