@@ -109,7 +109,8 @@ hf_option = click.option("--hf-config", type=click.Path(dir_okay=False),
 @set_option
 @hf_option
 @click.option("--only", metavar="PATTERN",
-              help="Only names matching PATTERN (glob, or a substring).")
+              help="Only names matching PATTERN (a glob, a substring, or several separated "
+                   "by commas).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--brief", is_flag=True, help="Only the key results (table format).")
 @click.option("--breakdown", type=click.Choice(["layer"]),

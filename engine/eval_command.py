@@ -28,6 +28,10 @@ def eval_output(engine: Any, config: str, sets: list[str] | tuple[str, ...],
         return warnings, "\n".join(report.key_results(result)) + "\n"
     if breakdown:
         return warnings, report.layer_breakdown(result)
+    if only and not report.matches_any(result, only):
+        raise UsageError(f"--only {only!r} matches no quantity, input or constant; `dlformula "
+                         "list` names them (PATTERN is a glob such as 'dp_*', a substring, or "
+                         "several separated by commas)")
     writer = {"table": report.to_table, "json": report.to_json, "csv": report.to_csv,
               "yaml": report.to_yaml}[fmt]
     text = writer(result, only)

@@ -20,13 +20,25 @@ if TYPE_CHECKING:
 
 
 def _matches(name: str, pattern: str | None) -> bool:
+    """Whether `name` matches --only's PATTERN: a glob, a substring, or several of either
+    separated by commas."""
     if not pattern:
         return True
-    if any(c in pattern for c in "*?["):
-        import fnmatch
+    for part in (p.strip() for p in pattern.split(",")):
+        if any(c in part for c in "*?["):
+            import fnmatch
 
-        return fnmatch.fnmatchcase(name, pattern)
-    return pattern in name
+            if fnmatch.fnmatchcase(name, part):
+                return True
+        elif part and part in name:
+            return True
+    return False
+
+
+def matches_any(result: Result, pattern: str) -> bool:
+    """Whether --only's PATTERN names anything of `result` (a quantity, input or constant)."""
+    m = result.model
+    return any(_matches(n, pattern) for n in (*m.order, *m.inputs, *m.constants))
 
 
 def _plain(v: Any) -> Any:

@@ -53,6 +53,17 @@ def test_eval_csv_yaml_only(run):
     assert list(data["quantities"]) == ["step_time"]
 
 
+def test_eval_only_takes_several_patterns_and_refuses_one_that_matches_nothing(run):
+    code, out, _ = run("eval", GPT3, "--format", "json", "--only", "step_time, mfu,act_mem*")
+    assert code == 0
+    names = set(json.loads(out)["quantities"])
+    assert {"step_time", "mfu", "act_memory"} <= names
+    assert all(n == "mfu" or "step_time" in n or n.startswith("act_mem") for n in names)
+    code, out, err = run("eval", GPT3, "--only", "no_such_name")
+    assert code == 2 and out == ""
+    assert "--only 'no_such_name' matches no quantity" in err and "Traceback" not in err
+
+
 def test_explain_with_config(run):
     code, out, _ = run("explain", "act_memory", "-c", GPT3)
     assert code == 0
