@@ -1,7 +1,8 @@
 """Read a Hugging Face `config.json` from disk into dlformula model keys.
 
 Understands the Llama family (Llama, Mistral, Qwen2 and other `*ForCausalLM` configs using the
-same key names), GPT-2 style configs, Mixtral's MoE keys and DeepSeek-V2/V3's MLA and MoE keys.
+same key names), GPT-2 style configs, Mixtral's MoE keys, DeepSeek-V2/V3's MLA and MoE keys, and
+sliding-window attention with its layer pattern (Mistral, Gemma 2/3, gpt-oss).
 Nothing is downloaded: give the path of a file you have.
 """
 
@@ -227,4 +228,38 @@ def read_hf_data(data: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[
     else:
         learned = gpt2_like
     out["model.position_embedding"] = "learned" if learned else "rope"
+    window = _sliding_window(present, model_type, out["model.layers"], path)
+    if window is not None:
+        out["model.sliding_window"], out["model.full_attention_every"] = window
     return out, notes
+
+
+# Families whose Hugging Face code alternates windowed and full layers when the config.json
+# has no layer_types (transformers' modeling_gemma2.py: every other layer is sliding).
+_ALTERNATING = {"gemma2": 2}
+
+
+def _sliding_window(present: dict[str, Any], model_type: str, layers: Any,
+                    path: str) -> tuple[int, int] | None:
+    """(sliding_window, full_attention_every) from a config.json's sliding_window with its
+    layer pattern (layer_types, sliding_window_pattern), or None when attention is not
+    windowed (no sliding_window, or use_sliding_window false as Qwen2/Qwen3 ship it)."""
+    window = present.get("sliding_window")
+    if window is None or present.get("use_sliding_window") is False:
+        return None
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or window < 0:
+        raise UsageError(f"'sliding_window' must be a number of tokens, not {window!r}", path)
+    every = _ALTERNATING.get(model_type, 0)
+    pattern = present.get("sliding_window_pattern")
+    types = present.get("layer_types")
+    if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
+        every = pattern  # Gemma 3: one global layer in every `pattern`
+    elif isinstance(types, list) and types:
+        full = sum(1 for x in types if x == "full_attention")
+        if full == 0:
+            every = 0
+        elif full == len(types):
+            return None  # no layer is windowed
+        else:
+            every = max(1, round(len(types) / full))
+    return int(window), every

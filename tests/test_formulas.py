@@ -39,6 +39,60 @@ def test_hf_config_gpt2(engine):
     assert r["params_total"] == 124_439_808  # GPT-2 small
 
 
+def test_sliding_window_attention_counts_the_keys_inside_the_window(engine):
+    """A query at position p of a windowed layer attends to min(p + 1, W) keys: summed over a
+    sequence of s tokens, W s - W^2 / 2 (+ W / 2) against s^2 / 2 (+ s / 2) for a causal layer,
+    so the attention FLOPs of the windowed layers shrink by (2W - W^2/s) / s. Every second
+    layer full (gpt-oss), every layer windowed (Mistral 7B), and a window wider than the
+    sequence (no change)."""
+    s, w = 8192, 1024
+    base = engine.evaluate(GPT3, [f"training.seq_len={s}"])
+    keys_full = sum(p + 1 for p in range(s))
+    keys_window = sum(min(p + 1, w) for p in range(s))
+    half = engine.evaluate(GPT3, [f"training.seq_len={s}", f"model.sliding_window={w}",
+                                  "model.full_attention_every=2"])
+    assert half["windowed_layer_share"] == 0.5
+    assert half["window_attention_span"] / s == pytest.approx(keys_window / keys_full, rel=2e-3)
+    assert half["attention_span"] == pytest.approx((s + 2 * w - w * w / s) / 2)
+    score = base["forward_flops_per_token"] - half["forward_flops_per_token"]
+    attention = base["forward_flops_per_token"] - engine.evaluate(
+        GPT3, [f"training.seq_len={s}", "model.sliding_window=1", "model.full_attention_every=0"]
+    )["forward_flops_per_token"]  # all layers at a 1-token window: span s -> 2 - 1/s
+    # FLOPs are linear in the span: half the layers go from s to 2W - W^2/s.
+    assert score == pytest.approx(attention * (s - (2 * w - w * w / s)) / 2 / (s - (2 - 1 / s)))
+    every = engine.evaluate(GPT3, [f"training.seq_len={s}", f"model.sliding_window={w}"])
+    assert every["windowed_layer_share"] == 1
+    assert every["attention_span"] == pytest.approx(2 * w - w * w / s)
+    wide = engine.evaluate(GPT3, [f"training.seq_len={s}", f"model.sliding_window={2 * s}"])
+    assert wide["attention_span"] == s
+    # 96 layers, every 5th full: 19 full layers, 77 windowed.
+    fifth = engine.evaluate(GPT3, [f"model.sliding_window={w}", "model.full_attention_every=5"])
+    assert fifth["windowed_layer_share"] == pytest.approx(77 / 96)
+
+
+@pytest.mark.parametrize("extra,window,every", [
+    ({"sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 18},
+     128, 2),  # gpt-oss-120b
+    ({"sliding_window": 4096}, 4096, 0),  # Mistral 7B v0.1: every layer
+    ({"sliding_window": 1024, "sliding_window_pattern": 6}, 1024, 6),  # Gemma 3
+    ({"sliding_window": 32768, "use_sliding_window": False}, None, None),  # Qwen2 as shipped
+    ({"sliding_window": None}, None, None),
+])
+def test_hf_config_reads_the_sliding_window_and_its_layer_pattern(tmp_path, extra, window,
+                                                                  every):
+    import json
+
+    from dlformula.hfconfig import read_hf_config
+
+    data = json.loads((DATA / "hf" / "llama3.1-8b.json").read_text())
+    data["num_hidden_layers"] = 36
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**data, **extra}))
+    got = read_hf_config(str(path))
+    assert got.get("model.sliding_window") == window
+    assert got.get("model.full_attention_every") == every
+
+
 # Korthikanti et al. 2022, Table 2, bytes per layer with a = heads, t = tp.
 def korthikanti(s, b, h, a, t, case):
     sbh = s * b * h

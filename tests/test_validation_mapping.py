@@ -763,3 +763,16 @@ def test_megatron_bridge_llama_recipes_overlap_tp_and_recompute_nothing(engine):
                              "recompute": "selective"}})).values
     assert stated["parallelism.tp_comm_overlap"] == 0
     assert stated["training.recompute"] == "selective"
+
+
+def test_a_window_is_read_from_the_run_or_from_the_model_it_names(engine):
+    """A run's own sliding-window keys are read under their Megatron-LM and Hugging Face
+    names; a gpt-oss run that leaves them out gets the model's published pattern (128-token
+    window on every other layer)."""
+    stated = _sets(engine, _row(model={"window_size": 512, "window_attn_skip_freq": 4}))
+    assert stated["model.sliding_window"] == "512" and stated["model.full_attention_every"] == "4"
+    oss = _map(engine, _row(model={"arch": "gpt-oss, alternating banded attention"}))
+    c = dict(item.split("=", 1) for item in oss.sets)
+    assert c["model.sliding_window"] == "128" and c["model.full_attention_every"] == "2"
+    assert any("gpt-oss" in a for a in oss.assumptions)
+    assert "model.sliding_window" not in _sets(engine, _row())
