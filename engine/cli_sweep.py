@@ -108,7 +108,8 @@ plot_option = click.option("--plot", "plot_path", type=click.Path(dir_okay=False
 @set_option
 @hf_option
 @click.option("--columns", metavar="NAMES",
-              help="Comma-separated names to report (default: the key results).")
+              help="Comma-separated names to report (default: the quantities with a `column:` "
+                   "rank, as search shows them).")
 @click.option("--sort", metavar="NAME", help="Order rows by NAME ('-NAME' for descending).")
 @click.option("-n", "--limit", type=click.IntRange(min=0), default=20, show_default=True,
               help="Rows to print in the table format (the best ones with --sort; 0: all).")

@@ -767,6 +767,12 @@ def test_a_plugin_quantity_is_shown_as_its_yaml_says_everywhere(run, tmp_path):
                          "--columns", "busy_share")
     assert code == 0, err
     assert len(re.findall(r"\d+\.\d %", out)) >= 2, out
+    # a sweep's default columns are the `column:` ranks too: busy (15) between step time and mfu
+    code, out, err = run("--plugin", p, "sweep", GPT3, "--vary", "parallelism.pp=8,16")
+    assert code == 0, err
+    header = out.splitlines()[0].split()
+    assert header[header.index("step_time"):][:3] == ["step_time", "busy_share", "mfu"], out
+    assert re.search(r" s +\d+\.\d % +\d+\.\d % ", out.splitlines()[1]), out
     code, out, err = run("--plugin", p, "search", GPT3, "--objective", "busy_share",
                          "--top", "3")
     assert code == 0, err
