@@ -121,11 +121,18 @@ def plot_breakdown(engine: Any, config: str, name: str, path: str,
     _save(fig, path)
 
 
+def default_y(table: Any) -> str | None:
+    """What a sweep plot shows unless told: the sweep's first result column (not a varied key,
+    the dp a sweep filled in, or the fits-memory mark)."""
+    return next((c for c in table.names if c not in table.axes and c not in table.filled
+                 and c != "fits_memory"), None)
+
+
 def plot_sweep(table: Any, path: str, y: str | None = None) -> None:
     """One varied key: a line (bars for words); two: a heatmap; blank where no row is left."""
     plt = pyplot()
     axes = list(table.axes)
-    y = y or next((c for c in table.names if c not in axes), None)
+    y = y or default_y(table)
     if y is None or y not in table:
         raise UsageError(f"nothing to plot: '{y}' is not a column of the sweep")
     if not axes or len(axes) > 2:

@@ -146,8 +146,8 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
                              | ({"dp"} if fill else set()))
     ev = Evaluator(model, base.values, outputs, filters)
     units, decoders = _labels(model, outputs, axes)
-    if fill and "dp" not in outputs:
-        outputs.insert(0, "dp")
+    filled = ["dp"] if fill and "dp" not in outputs else []
+    outputs[:0] = filled
     names = shown + outputs
     marks = "memory_per_gpu" in outputs and "hbm_capacity" in model.inputs
     if marks:  # a layout that does not fit in memory is marked, not hidden
@@ -175,6 +175,7 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
         table = table.head(top)
     table.config = base
     table.axes = shown
+    table.filled = filled
     return table
 
 

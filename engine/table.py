@@ -39,6 +39,7 @@ class Table:
         self.stats = stats
         self.config: Any = None  # the resolved base config, when there is one
         self.axes: list[str] = []  # the columns that were varied
+        self.filled: list[str] = []  # columns a sweep set from the axes (dp filling the GPUs)
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0

@@ -377,3 +377,17 @@ def test_plot_breakdown_parts_add_up_to_the_total(engine):
         used = {s.name for _, e in parts for s in e.free_symbols}
         data = _part_values(parts, {n: r[n] for n in used}, 1, 1.0)
         assert sum(float(v[0]) for v in data.values()) == pytest.approx(r[total], rel=1e-9)
+
+
+def test_a_sweep_plot_shows_the_first_result_column_not_the_filled_dp(engine):
+    """`sweep --vary parallelism.tp=... --plot` drew dp (the column the sweep fills in to keep
+    the GPU count) over tp; it draws the first of the sweep's result columns."""
+    from dlformula.display import result_columns
+    from dlformula.plot import default_y
+    from dlformula.sweep import sweep
+
+    t = sweep(LLAMA, vary=["parallelism.tp=2,4,8"], engine=engine)
+    assert "dp" in t.names and t.filled == ["dp"]
+    assert default_y(t) == result_columns(engine.model)[0] == "step_time"
+    t = sweep(LLAMA, vary=["parallelism.tp=2,4,8"], engine=engine, columns=["dp", "mfu"])
+    assert t.filled == [] and default_y(t) == "dp"  # asked for: shown
