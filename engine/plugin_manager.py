@@ -510,10 +510,11 @@ def _function_problem(fn: Any, core: bool = False) -> str | None:
         return "functions() must return dlformula.hookspecs.Function values"
     if not isinstance(fn.name, str) or not fn.name.isidentifier() or fn.name.startswith("_"):
         return "the name must be letters, digits and '_', not starting with '_'"
-    from .expr import _BUILTIN_NAMES, _SPECIAL_CALLS
+    if not core:  # (expr, and its imports, only when a plugin adds a function)
+        from .expr import _BUILTIN_NAMES, _SPECIAL_CALLS
 
-    if not core and (fn.name in _BUILTIN_NAMES or fn.name in _SPECIAL_CALLS):
-        return "a built-in function has this name; choose another"
+        if fn.name in _BUILTIN_NAMES or fn.name in _SPECIAL_CALLS:
+            return "a built-in function has this name; choose another"
     if not callable(fn.python) or (fn.numpy is not None and not callable(fn.numpy)):
         return "python (and numpy, if given) must be callables"
     if fn.dims not in FUNCTION_DIMS:
