@@ -161,8 +161,20 @@ def sweep_cmd(ctx: click.Context, config: str | None, vary: tuple[str, ...],
                       workers=workers, scheduler=scheduler, max_configs=max_configs, yes=yes)
     finally:
         progress.close()
+    _report_sweep(table, target is None, output, limit)
+    if plot_path:
+        from .plot import plot_sweep
+
+        y = sort.lstrip("-+") if sort else None
+        plot_sweep(table, plot_path, y=y)
+        click.echo(f"wrote {plot_path}", err=True)
+
+
+def _report_sweep(table: Any, on_stdout: bool, output: str | None, limit: int) -> None:
+    """The table and the summary on stdout, or (rows streamed elsewhere) the summary on
+    stderr."""
     summary = table.stats.summary()
-    if target is None:
+    if on_stdout:
         if len(table):
             click.echo(table.format(limit=limit or None), nl=False)
         else:
@@ -175,12 +187,6 @@ def sweep_cmd(ctx: click.Context, config: str | None, vary: tuple[str, ...],
         if output:
             click.echo(f"wrote {table.stats.kept:,} rows to {output}", err=True)
         click.echo(summary, err=True)
-    if plot_path:
-        from .plot import plot_sweep
-
-        y = sort.lstrip("-+") if sort else None
-        plot_sweep(table, plot_path, y=y)
-        click.echo(f"wrote {plot_path}", err=True)
 
 
 @click.command("search")
