@@ -351,23 +351,9 @@ def check_output(path: Path, old: bytes | None, code: int | None) -> list[str]:
     return problems
 
 
-class _FullDisk:
-    def __init__(self, fh, room: int) -> None:
-        self._fh, self._room = fh, room
-
-    def write(self, data):
-        self._room -= len(data)
-        if self._room < 0:
-            raise OSError(28, "No space left on device")
-        return self._fh.write(data)
-
-    def __getattr__(self, name):
-        return getattr(self._fh, name)
-
-
 def fuzz(scale: float, seed: int, quick: bool) -> Tally:
-    from dlformula import atomic
     from dlformula.errors import DlfError
+    from dlformula.faults import full_disk
     from dlformula.loader import load_formula_set
     from dlformula.model import compile_model
     from dlformula.sources import Source
@@ -501,7 +487,6 @@ def fuzz(scale: float, seed: int, quick: bool) -> Tally:
             code, _, err = run_cli("--plugin", str(plugin), *args)
             tally.add("plugin_data", code, err, " ".join(args))
     # 9. sweep and search arguments, with outputs (some on a failing disk)
-    real_create = atomic._create
     for i in range(n(500)):
         folder = work / f"out{i}"
         folder.mkdir()
@@ -511,18 +496,15 @@ def fuzz(scale: float, seed: int, quick: bool) -> Tally:
         if old is not None:
             target.write_bytes(old)
         full = rng.random() < 0.3
-        if full:
-            room = rng.choice([0, 100, 2000, 20000])
-            atomic._create = lambda p, b, room=room: _FullDisk(real_create(p, b), room)
-        try:
+        disk = (full_disk(rng.choice([0, 100, 2000, 20000])) if full
+                else contextlib.nullcontext())
+        with disk:
             if rng.random() < 0.8:
                 args = ["sweep", cfg, *gen.vary(), *gen.vary()[:2]]
             else:
                 args = ["search", cfg, "--gpus", rng.choice(["64", "0", "-1", "1e9", "x",
                                                              "8,16", "1..1024"])]
             code, _, err = run_cli(*args, "-o", str(target))
-        finally:
-            atomic._create = real_create
         tally.add("sweep_search_output", code, err, " ".join(args) + f" full={full}",
                   check_output(target, old, code))
     # 10. the reproducers and a sample of generated inputs, as separate processes

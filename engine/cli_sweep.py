@@ -108,7 +108,8 @@ plot_option = click.option("--plot", "plot_path", type=click.Path(dir_okay=False
 @set_option
 @hf_option
 @click.option("--columns", metavar="NAMES",
-              help="Comma-separated names to report (default: the key results).")
+              help="Comma-separated names to report (default: the quantities with a `column:` "
+                   "rank, as search shows them).")
 @click.option("--sort", metavar="NAME", help="Order rows by NAME ('-NAME' for descending).")
 @click.option("-n", "--limit", type=click.IntRange(min=0), default=20, show_default=True,
               help="Rows to print in the table format (the best ones with --sort; 0: all).")
@@ -160,8 +161,20 @@ def sweep_cmd(ctx: click.Context, config: str | None, vary: tuple[str, ...],
                       workers=workers, scheduler=scheduler, max_configs=max_configs, yes=yes)
     finally:
         progress.close()
+    _report_sweep(table, target is None, output, limit)
+    if plot_path:
+        from .plot import plot_sweep
+
+        y = sort.lstrip("-+") if sort else None
+        plot_sweep(table, plot_path, y=y)
+        click.echo(f"wrote {plot_path}", err=True)
+
+
+def _report_sweep(table: Any, on_stdout: bool, output: str | None, limit: int) -> None:
+    """The table and the summary on stdout, or (rows streamed elsewhere) the summary on
+    stderr."""
     summary = table.stats.summary()
-    if target is None:
+    if on_stdout:
         if len(table):
             click.echo(table.format(limit=limit or None), nl=False)
         else:
@@ -174,12 +187,6 @@ def sweep_cmd(ctx: click.Context, config: str | None, vary: tuple[str, ...],
         if output:
             click.echo(f"wrote {table.stats.kept:,} rows to {output}", err=True)
         click.echo(summary, err=True)
-    if plot_path:
-        from .plot import plot_sweep
-
-        y = sort.lstrip("-+") if sort else None
-        plot_sweep(table, plot_path, y=y)
-        click.echo(f"wrote {plot_path}", err=True)
 
 
 @click.command("search")

@@ -111,8 +111,6 @@ class _Printer:
             return code.call("_or", [self.p(a) for a in e.args])
         if isinstance(e, sympy.Not):
             return code.call("_not", [self.p(e.args[0])])
-        if isinstance(e, sympy.exp):
-            return code.call("_exp", [self.p(e.args[0])])
         name = type(e).__name__ if not isinstance(e, AppliedUndef) else str(e.func)
         helper = self.functions.get(name)
         if helper:

@@ -9,7 +9,8 @@ core one:
   choice's label);
 - `short: TEXT`: a narrow column header (search's table);
 - `summary: N`: a key result, rank N (lower first): `eval`'s first lines, the workbook Summary;
-- `column: N`: one of search's result columns, rank N, after the layout and the objective.
+- `column: N`: one of the result columns of a table of layouts, rank N: search's (after the
+  layout and the objective) and a sweep's by default (after the varied keys).
 
 A formula file may say the same of its group (the file's name): `title:` (its workbook sheet)
 and `order: N` (its rank among the groups: eval's table, the workbook's sheets); the files of
@@ -33,7 +34,7 @@ QUANTITY_FIELDS = {
     "title": "short name for people (workbook Summary)",
     "short": "narrow column header (search table)",
     "summary": "rank among the key results (eval, workbook Summary)",
-    "column": "rank among search's result columns",
+    "column": "rank among the result columns (search, sweep)",
 }
 INPUT_FIELDS = {k: QUANTITY_FIELDS[k] for k in ("title", "short", "summary")}
 GROUP_FIELDS = {"title": "the group's title (its workbook sheet)",
@@ -41,7 +42,7 @@ GROUP_FIELDS = {"title": "the group's title (its workbook sheet)",
 WORDS = {"display": ("percent",), "better": ("higher", "lower")}
 TEXT_LIMITS = {"title": (40, "Memory per GPU"), "short": (16, "memory/GPU")}
 MAX_RANK = 10**6
-RANKS = {"summary": "the key results", "column": "search's result columns",
+RANKS = {"summary": "the key results", "column": "the result columns of search and sweep",
          "order": "the groups"}
 
 
@@ -94,7 +95,8 @@ def ranked(defs: Iterable[Any], key: str) -> list[str]:
 
 
 def result_columns(model: Any) -> list[str]:
-    """The quantities search shows as columns (`column:`), by rank."""
+    """The quantities search (and, by default, a sweep) shows as columns (`column:`), by
+    rank."""
     return ranked(model.quantities.values(), "column")
 
 

@@ -84,7 +84,6 @@ HEADER_ROWS = {"Hardware": 4}  # the row of column titles a printed page repeats
 FLAG_COL = 10  # hidden column J of a formula sheet: the row when Value is not a number
 CHOICE_SUFFIX = ".choice"
 
-CHART_ROWS = 17  # rows a chart of height 7.5 cm covers, plus a gap
 MEMORY_ROWS = {"memory_per_gpu", "hbm_capacity_used", "memory_fits", "memory_headroom"}
 
 @dataclass

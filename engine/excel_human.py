@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .humanize import COUNT_STEPS, STEPS, TIME_STEPS
+from .humanize import COUNT_STEPS, GPU_STEPS, STEPS, TIME_STEPS, TOKEN_RATE_STEPS
 from .units import parse_unit
 
 # The readable units are humanize's own table (STEPS, TIME_STEPS, COUNT_STEPS): the formulas
@@ -59,7 +59,7 @@ def human_text(ref: str, unit: str) -> str:
     key = tuple(int(x) for x in u.dim)
     si = ref if u.scale == 1 else f"{ref}*{num(u.scale)}"
     if "GPU" in unit and u.scale != 1:
-        return _scaled(ref, [(1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")], "4g", unit)
+        return _scaled(ref, GPU_STEPS, "4g", unit)
     if key in STEPS:
         fmt, steps = STEPS[key]
         return _scaled(si, steps, fmt)
@@ -74,7 +74,7 @@ def human_text(ref: str, unit: str) -> str:
     if key == (0, 0, 0, 1, 0):
         return f'IF(ABS({si})>=100,TEXT({si},"#,##0"),TEXT({si},"0.00"))&" USD"'
     if key == (0, -1, 0, 0, 0) and unit.startswith("token"):
-        return _scaled(si, [(1e6, "M"), (1e3, "k"), (1.0, "")], "4g", "token/s")
+        return _scaled(si, TOKEN_RATE_STEPS, "4g", "token/s")
     tail = "" if unit in ("1", "") else f'&" {unit}"'
     if key == (0, 0, 0, 0, 0) and unit not in ("1", ""):
         big = _scaled(ref, COUNT_STEPS, "4g", unit)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .core_functions import functions as core_functions
 from .errors import ModelError
 from .excel_text import (  # noqa: F401  (re-exported: the printer's text rules)
     _REL,
@@ -41,7 +42,6 @@ from .excel_text import (  # noqa: F401  (re-exported: the printer's text rules)
     _short,
     number_text,
 )
-from .expr import BUILTINS
 
 
 def __getattr__(name: str) -> Any:
@@ -172,9 +172,9 @@ _A1 = re.compile(r"^[A-Za-z]{1,3}[0-9]+$")
 _R1C1 = re.compile(r"^[Rr][0-9]*([Cc][0-9]*)?$|^[Cc][0-9]*$")
 _VALID = re.compile(r"^[A-Za-z_\\][A-Za-z0-9_.]*$")
 # Names a spreadsheet reads as something else: booleans, functions the workbook writes, and the
-# spreadsheet functions of the built-in formula functions (expr.BUILTINS: MAX, CEILING, ...).
+# spreadsheet functions of the built-in formula functions (core_functions: MAX, CEILING, ...).
 _RESERVED = {"TRUE", "FALSE", "IF", "AND", "OR", "NOT", "PI", "INDEX", "MATCH", "IFERROR",
-             "COUNTIF", *(re.sub(r"\(.*", "", s.excel) for s in BUILTINS if s.excel)}
+             "COUNTIF", *(re.sub(r"\(.*", "", f.excel) for f in core_functions() if f.excel)}
 MAX_NAME = 255
 
 

@@ -17,7 +17,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError, did_you_mean, display_path
-from .report import human
+from .humanize import human
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

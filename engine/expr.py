@@ -40,7 +40,8 @@ class FunctionSpec:
     "first": the result has the first argument's dimension, the rest are pure numbers; "sqrt":
     half the argument's). The sympy object keeps the function's name (or is built from other
     entries: log2 from log, sqrt a power), and by that name the code generator finds `runtime`,
-    the helper the generated code calls (runtime.py binds it to math or NumPy), and the Excel
+    the helper the generated code calls (runtime.py binds it to the declaration's `python` or
+    `numpy` form), and the Excel
     printer finds `excel`: a spreadsheet function called with the arguments (`MAX`), or a form
     with `{}` for them (`CEILING({},1)`); empty when the function has no spreadsheet form, and
     `dlformula export` then refuses a formula that uses it.
@@ -56,47 +57,31 @@ class FunctionSpec:
     build: Callable[..., Any] = field(compare=False)
 
 
-def _sympy(name: str, **options: Any) -> Callable[..., Any]:
-    """Build with sympy's `name` (sympy is imported on the first build, not with this table)."""
+def spec_of(fn: Any) -> FunctionSpec:
+    """The table's entry for a `hookspecs.Function` (the core's or a plugin's): its sympy form
+    is the builder it gives, else an opaque sympy function of its name, which generated code
+    computes with its own implementation."""
+    from .runtime import runtime_name
 
-    def build(*args: Any) -> Any:
+    lo, hi = fn.args if isinstance(fn.args, tuple) else (fn.args, fn.args)
+    build = fn.sympy
+    if build is None:
         import sympy
 
-        if name in ("Max", "Min") and len(args) == 1:
-            return args[0]
-        return getattr(sympy, name)(*args, **options)
-
-    return build
+        build = sympy.Function(fn.name)
+    return FunctionSpec(fn.name, lo, hi, fn.dims, runtime_name(fn.name), fn.excel, fn.doc,
+                        build)
 
 
-def _log2(x: Any) -> Any:
-    import sympy
+def _core_table() -> dict[str, FunctionSpec]:
+    """The built-ins: what the core declares through its `functions` hook (core_functions.py),
+    read without a plugin set, so the language knows them wherever a formula is parsed."""
+    from .core_functions import functions as core_functions
 
-    return sympy.log(x) / sympy.log(2)
+    return {fn.name: spec_of(fn) for fn in core_functions()}
 
 
-# evaluate=False: sympy's Max/Min simplification (pairwise comparisons of symbolic arguments)
-# took 0.25 s of a 0.9 s model build and changes no value.
-BUILTINS = (
-    FunctionSpec("Max", 1, None, "same", "_max", "MAX", "largest argument",
-                 _sympy("Max", evaluate=False)),
-    FunctionSpec("Min", 1, None, "same", "_min", "MIN", "smallest argument",
-                 _sympy("Min", evaluate=False)),
-    FunctionSpec("ceiling", 1, 1, "same", "_ceil", "CEILING({},1)", "round up",
-                 _sympy("ceiling")),
-    FunctionSpec("floor", 1, 1, "same", "_floor", "INT({})", "round down", _sympy("floor")),
-    FunctionSpec("Abs", 1, 1, "same", "_abs", "ABS", "absolute value", _sympy("Abs")),
-    FunctionSpec("Mod", 2, 2, "same", "_mod", "MOD", "remainder of a / b", _sympy("Mod")),
-    FunctionSpec("log", 1, 1, "dimensionless", "_log", "LN", "natural logarithm",
-                 _sympy("log")),
-    FunctionSpec("log2", 1, 1, "dimensionless", "_log", "LN", "base-2 logarithm", _log2),
-    FunctionSpec("exp", 1, 1, "dimensionless", "_exp", "EXP", "e to the power x",
-                 _sympy("exp")),
-    FunctionSpec("sqrt", 1, 1, "sqrt", "", "SQRT", "square root", _sympy("sqrt")),
-)
-_ALIASES = {"ceil": "ceiling"}
-_FUNCTIONS: dict[str, FunctionSpec] = {s.name: s for s in BUILTINS}
-_FUNCTIONS.update({alias: _FUNCTIONS[name] for alias, name in _ALIASES.items()})
+_FUNCTIONS: dict[str, FunctionSpec] = _core_table()
 
 
 def functions() -> dict[str, FunctionSpec]:
@@ -106,7 +91,7 @@ def functions() -> dict[str, FunctionSpec]:
 
 def runtime_names() -> dict[str, str]:
     """sympy function name -> the helper generated code calls (codegen, --where)."""
-    return {name: spec.runtime for name, spec in _FUNCTIONS.items() if spec.runtime}
+    return {name: spec.runtime for name, spec in _FUNCTIONS.items()}
 
 
 def excel_forms() -> dict[str, str]:
@@ -120,22 +105,22 @@ _BUILTIN_NAMES = frozenset(_FUNCTIONS)
 _extra_function_names: set[str] = set()
 
 
-def register_function(spec: FunctionSpec, python_impl: Callable[..., Any],
-                      numpy_impl: Callable[..., Any] | None = None) -> None:
-    """Add a plugin function: formulas may call `spec.name`, the builder makes `spec.build`,
-    generated code calls `spec.runtime` (bound to `python_impl` for one config and `numpy_impl`
-    for arrays, see runtime.register_helper) and the workbook writes `spec.excel`.
-    Registering a name again replaces it; built-in names cannot be replaced."""
-    if spec.name in _BUILTIN_NAMES or spec.name in _SPECIAL_CALLS:
-        raise ValueError(f"'{spec.name}' is a built-in function and cannot be redefined")
-    if not spec.name.isidentifier() or spec.name.startswith("_"):
-        raise ValueError(f"'{spec.name}' is not a valid function name (letters, digits, '_'; "
+def register_function(fn: Any) -> None:
+    """Add a plugin's function (a `hookspecs.Function`) by the rules the built-ins' entries are
+    made by (`spec_of`): formulas may call it, generated code calls its runtime name (bound to
+    its `python` and `numpy` forms, see runtime.register_helper), the workbook writes its
+    `excel` form. Registering a name again replaces it; built-in names cannot be replaced."""
+    if fn.name in _BUILTIN_NAMES or fn.name in _SPECIAL_CALLS:
+        raise ValueError(f"'{fn.name}' is a built-in function and cannot be redefined")
+    if not fn.name.isidentifier() or fn.name.startswith("_"):
+        raise ValueError(f"'{fn.name}' is not a valid function name (letters, digits, '_'; "
                          "not starting with '_')")
-    _FUNCTIONS[spec.name] = spec
-    _extra_function_names.add(spec.name)
+    spec = spec_of(fn)
+    _FUNCTIONS[fn.name] = spec
+    _extra_function_names.add(fn.name)
     from .runtime import register_helper
 
-    register_helper(spec.runtime, python_impl, numpy_impl)
+    register_helper(spec.runtime, fn.python, fn.numpy)
 
 
 def reset_plugin_functions() -> None:

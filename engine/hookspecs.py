@@ -33,14 +33,18 @@ class Function(NamedTuple):
 
     - `python`: the implementation for one config (plain numbers; `math` is fine);
     - `numpy`: the same on NumPy arrays, for sweeps (default: `numpy.vectorize(python)`);
-    - `excel`: the spreadsheet function the live workbook writes (`"CEILING"`); leave it empty
-      and `dlformula export` refuses formulas that use the function;
+    - `excel`: the spreadsheet function the live workbook writes (`"CEILING"`), or a form with
+      `{}` for each argument (`"CEILING({},1)"`); leave it empty and `dlformula export` refuses
+      formulas that use the function;
     - `sympy`: builds the symbolic form shown by `explain --latex` (default: an opaque sympy
       function called `name`, which generated code evaluates with `python`/`numpy`);
     - `args`: how many arguments, an int or `(min, max)` with `max` None for any number;
     - `dims`: how units flow: "dimensionless" (pure numbers in and out), "same" (all arguments
-      share a unit, which the result has) or "first" (the result has the first argument's unit,
-      the others are pure numbers).
+      share a unit, which the result has), "first" (the result has the first argument's unit,
+      the others are pure numbers) or "sqrt" (half the argument's unit's powers).
+
+    The built-in functions (`Max`, `ceiling`, `log`, ...) are declared the same way, by the
+    core's own `functions` hook (`dlformula.core_functions`).
     """
 
     name: str
@@ -86,7 +90,8 @@ def config_keys() -> Any:
 
 @hookspec
 def functions() -> Any:
-    """Functions formulas may call: a list of `dlformula.hookspecs.Function`."""
+    """Functions formulas may call: a list of `dlformula.hookspecs.Function` (the core's
+    built-ins come through this hook too; a plugin may not reuse their names)."""
 
 
 @hookspec

@@ -36,17 +36,21 @@ TIME_STEPS: list[tuple[float | None, float, str]] = [
     (3 * 86400.0, 3600.0, "h"), (None, 86400.0, "days")]
 # Counts of a unit (parameter, token, GPU*h): thousand, million, billion, trillion.
 COUNT_STEPS = [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")]
+# A unit that reads best as itself (GPU*h), and token rates: the same prefixes, fewer of them.
+GPU_STEPS = [(1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+TOKEN_RATE_STEPS = [(1e6, "M"), (1e3, "k"), (1.0, "")]
 
 
 def _key(dim: Dim) -> tuple[int, ...]:
     return tuple(int(x) for x in dim)
 
 
-def _scaled(v: float, steps: list[tuple[float, str]]) -> tuple[float, str]:
+def _step(v: float, steps: list[tuple[float, str]]) -> tuple[float, str]:
+    """(divisor, prefix or unit) of the largest step `v` reaches (the last if none)."""
     for factor, name in steps:
         if abs(v) >= factor:
-            return v / factor, name
-    return v / steps[-1][0], steps[-1][1]
+            return factor, name
+    return steps[-1]
 
 
 def _num(v: float, digits: int = 4) -> str:
@@ -91,30 +95,55 @@ def human(value: Any, unit: str) -> tuple[str, str]:
             return f"{v:.4g}", unit
         if u.dim == (0, 0, 0, 0, 0) or abs(v * u.scale) >= 1e27 or abs(v * u.scale) < 1e-27:
             return f"{v:.4g}", "" if unit == "1" else unit
+    scale, divisor, name, fmt = _choice(v, unit)
+    n = v * scale / divisor
+    if fmt == "2f":
+        return f"{n:.2f}", name
+    if fmt == "4g":
+        return f"{n:.4g}", name
+    if fmt == "usd":
+        if abs(n) >= 1e15:
+            return f"{n:.4g}", name
+        return f"{n:,.0f}" if abs(n) >= 100 else f"{n:.2f}", name
+    return ("0" if n == 0 else _num(n)), name
+
+
+def readable_unit(value: float, unit: str) -> tuple[float, str]:
+    """(divisor, unit text): `value` (in `unit`, as the formula declares it) divided by the
+    divisor reads in the unit `human()` would print it in. Plots scale an axis by it, taking
+    the largest value on the axis: the one choice of readable unit."""
+    if not math.isfinite(value):
+        value = 0.0
+    scale, divisor, name, _ = _choice(value, unit)
+    return divisor / scale, name
+
+
+def _choice(v: float, unit: str) -> tuple[float, float, str, str]:
+    """How `human()` shows `v` (in `unit`): the scale to SI (1 where the unit reads best as
+    itself), the divisor from there, the unit text and the number's format ("2f", "4g", "usd"
+    or "num": `_num`)."""
     u = parse_unit(unit)
     if "GPU" in unit and u.scale != 1:  # GPU*h and the like read best in their own unit
-        n, name = _scaled(v, [(1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")])
-        return f"{n:.4g}", f"{name} {unit}".strip()
+        divisor, name = _step(v, GPU_STEPS)
+        return 1.0, divisor, f"{name} {unit}".strip(), "4g"
     si = v * u.scale
     k = _key(u.dim)
     if k in STEPS:
         fmt, steps = STEPS[k]
-        n, name = _scaled(si, steps)
-        return f"{n:{'.2f' if fmt == '2f' else '.4g'}}", name
+        divisor, name = _step(si, steps)
+        return u.scale, divisor, name, fmt
     if k == _S:
         a = abs(si)
         if a == 0:
-            return "0", "s"
-        limit, factor, name = next(t for t in TIME_STEPS if t[0] is None or a < t[0])
-        return f"{si / factor:.4g}", name
+            return u.scale, 1.0, "s", "num"
+        _, divisor, name = next(t for t in TIME_STEPS if t[0] is None or a < t[0])
+        return u.scale, divisor, name, "4g"
     if k == _USD:
-        if abs(si) >= 1e15:
-            return f"{si:.4g}", "USD"
-        return f"{si:,.0f}" if abs(si) >= 100 else f"{si:.2f}", "USD"
+        return u.scale, 1.0, "USD", "usd"
     if k == (0, -1, 0, 0, 0) and unit.startswith("token"):
-        n, name = _scaled(si, [(1e6, "M"), (1e3, "k"), (1.0, "")])
-        return f"{n:.4g}", f"{name} token/s".strip()
+        divisor, name = _step(si, TOKEN_RATE_STEPS)
+        return u.scale, divisor, f"{name} token/s".strip(), "4g"
     if k == (0, 0, 0, 0, 0) and unit not in ("1", "") and abs(v) >= 1e4:
-        n, name = _scaled(v, COUNT_STEPS)
-        return f"{n:.4g}", f"{name} {unit}"
-    return _num(v), "" if unit == "1" else unit
+        divisor, name = _step(v, COUNT_STEPS)
+        return 1.0, divisor, f"{name} {unit}", "4g"
+    return 1.0, 1.0, "" if unit == "1" else unit, "num"

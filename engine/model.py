@@ -24,7 +24,8 @@ from .errors import ModelError, display_path
 from .runtime import numpy_namespace, scalar_namespace
 
 CACHE_FORMAT = 6  # bump when the cached layout or the generated code changes shape
-_CODE_MODULES = ("codegen.py", "expr.py", "loader.py", "defs.py", "model.py", "runtime.py")
+_CODE_MODULES = ("codegen.py", "expr.py", "loader.py", "defs.py", "model.py", "runtime.py",
+                 "core_functions.py")
 MODELS_KEPT = 16  # compiled models kept in the cache folder (the newest)
 
 

@@ -13,9 +13,6 @@ import numpy as np
 
 from .errors import UsageError
 
-_SCALES = {"byte": (2.0**30, "GiB"), "s": (1.0, "s"), "FLOP/s": (1e12, "TFLOP/s"),
-           "token/s": (1e3, "k token/s"), "USD": (1e6, "M USD"), "day": (1.0, "days")}
-
 
 def pyplot() -> Any:
     try:
@@ -29,17 +26,17 @@ def pyplot() -> Any:
     return plt
 
 
-def scale_of(name: str, unit: str, percent: bool = False) -> tuple[float, str]:
-    """Divide values by the first number to show them in the unit named second (a share shown
-    as a percent: the quantity's `display: percent`)."""
+def scale_of(values: Any, unit: str, percent: bool = False) -> tuple[float, str]:
+    """Divide an axis's values (in `unit`, as declared) by the first number to show them in the
+    unit named second: the readable unit `eval` prints the largest of them in
+    (humanize.readable_unit), or percent for a share (the quantity's `display: percent`)."""
     if percent:
         return 0.01, "%"
-    return _SCALES.get(unit, (1.0, "" if unit == "1" else unit))
+    from .humanize import readable_unit
 
-
-def label(name: str, unit: str) -> str:
-    _, text = scale_of(name, unit)
-    return f"{name} ({text})" if text else name
+    finite = np.abs(np.asarray(values, dtype=float).reshape(-1))
+    finite = finite[np.isfinite(finite)]
+    return readable_unit(float(finite.max()) if finite.size else 0.0, unit)
 
 
 def breakdown(engine: Any, name: str) -> list[tuple[str, Any]]:
@@ -86,7 +83,6 @@ def plot_breakdown(engine: Any, config: str, name: str, path: str,
     parts = breakdown(engine, name)
     used = sorted({s.name for _, e in parts for s in e.free_symbols})
     unit = model.quantities[name].unit
-    factor, unit_text = scale_of(name, unit)
     if vary:
         table = sweep(config, vary=[vary], sets=sets, engine=engine,
                       columns=[n for n in dict.fromkeys([*used, name])
@@ -96,13 +92,16 @@ def plot_breakdown(engine: Any, config: str, name: str, path: str,
         ticks = [str(v) for v in table.values(table.axes[0])]
         xlabel = vary.split("=", 1)[0]
         columns = {n: table[n] if n in table else table.config.values[n] for n in used}
-        data = _part_values(parts, columns, len(ticks), factor)
+        data = _part_values(parts, columns, len(ticks), 1.0)
         capacity = table.config.values.get("hbm_capacity")
     else:
         result = engine.evaluate(config, sets)
         ticks, xlabel = [""], ""
-        data = _part_values(parts, {n: result[n] for n in used}, 1, factor)
+        data = _part_values(parts, {n: result[n] for n in used}, 1, 1.0)
         capacity = result.values.get("hbm_capacity")
+    line = capacity if name == "memory_per_gpu" and capacity else 0.0
+    factor, unit_text = scale_of([*sum(data.values(), np.zeros(len(ticks))), line], unit)
+    data = {part: values / factor for part, values in data.items()}
     fig, ax = plt.subplots(figsize=(max(6, 1 + 0.9 * len(ticks)), 4.5))
     bottom = np.zeros(len(ticks))
     for part, values in data.items():
@@ -110,7 +109,7 @@ def plot_breakdown(engine: Any, config: str, name: str, path: str,
             continue
         ax.bar(ticks, values, bottom=bottom, label=part)
         bottom += values
-    if name == "memory_per_gpu" and capacity:
+    if line:
         ax.axhline(capacity / factor, color="black", linestyle="--", linewidth=1,
                    label=f"HBM {capacity / factor:.0f} {unit_text}")
     ax.set_ylabel(f"{name} ({unit_text})" if unit_text else name)
@@ -121,18 +120,26 @@ def plot_breakdown(engine: Any, config: str, name: str, path: str,
     _save(fig, path)
 
 
+def default_y(table: Any) -> str | None:
+    """What a sweep plot shows unless told: the sweep's first result column (not a varied key,
+    the dp a sweep filled in, or the fits-memory mark)."""
+    return next((c for c in table.names if c not in table.axes and c not in table.filled
+                 and c != "fits_memory"), None)
+
+
 def plot_sweep(table: Any, path: str, y: str | None = None) -> None:
     """One varied key: a line (bars for words); two: a heatmap; blank where no row is left."""
     plt = pyplot()
     axes = list(table.axes)
-    y = y or next((c for c in table.names if c not in axes), None)
+    y = y or default_y(table)
     if y is None or y not in table:
         raise UsageError(f"nothing to plot: '{y}' is not a column of the sweep")
     if not axes or len(axes) > 2:
         raise UsageError("a sweep plot takes one --vary axis (line) or two (heatmap); fix the "
                          "others with --set")
-    factor, unit_text = scale_of(y, table.units.get(y, "1"), y in table.percent)
-    values = np.asarray(table[y], dtype=float) / factor
+    raw = np.asarray(table[y], dtype=float)
+    factor, unit_text = scale_of(raw, table.units.get(y, "1"), y in table.percent)
+    values = raw / factor
     ylabel = f"{y} ({unit_text})" if unit_text else y
     if len(axes) == 1:
         x = axes[0]
@@ -215,8 +222,8 @@ def plot_search(result: Any, path: str, x: str = "memory_per_gpu") -> None:
     y = result.objective
     if x not in result:
         raise UsageError(f"-x {x}: not a column of the search; add it with columns=[...]")
-    fx, tx = scale_of(x, result.units.get(x, "1"), x in result.percent)
-    fy, ty = scale_of(y, result.units.get(y, "1"), y in result.percent)
+    fx, tx = scale_of(result[x], result.units.get(x, "1"), x in result.percent)
+    fy, ty = scale_of(result[y], result.units.get(y, "1"), y in result.percent)
     xs = np.asarray(result[x], dtype=float) / fx
     ys = np.asarray(result[y], dtype=float) / fy
     fig, ax = plt.subplots(figsize=(7.5, 5))

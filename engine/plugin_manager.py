@@ -39,7 +39,7 @@ FOLDER_HOOKS = {"formula_folders": "formulas", "hardware_folders": "hardware",
                 "preset_folders": "presets"}
 ENV_PATHS = "DLFORMULA_PLUGINS"
 ENV_LOAD = "DLFORMULA_LOAD_PLUGINS"
-FUNCTION_DIMS = ("dimensionless", "same", "first")
+FUNCTION_DIMS = ("dimensionless", "same", "first", "sqrt")
 
 
 class PluginInfo(NamedTuple):
@@ -53,7 +53,8 @@ class PluginInfo(NamedTuple):
 
 
 class _Core:
-    """The core's own hook implementations: its data folders."""
+    """The core's own hook implementations: its data folders. (Its functions are a module of
+    their own, core_functions.py, registered beside this.)"""
 
     def __init__(self) -> None:
         from . import hookspecs
@@ -129,7 +130,9 @@ class PluginSet:
                 registered.append(obj)
             infos.append(PluginInfo(name, version, kind, origin, tuple(registered)))
 
-        add(CORE, __version__, "core", "dlformula", [_Core()])
+        from . import core_functions
+
+        add(CORE, __version__, "core", "dlformula", [_Core(), core_functions])
         for name, module in BUILTIN_PLUGINS.items():
             try:
                 mod = importlib.import_module(module)
@@ -229,14 +232,14 @@ class PluginSet:
         return self._sources
 
     def functions(self) -> list[tuple[str, Any]]:
-        """(plugin name, Function) for every plugin function, checked."""
+        """(plugin name, Function) for every function, the core's first, checked."""
         if self._functions is None:
             out: list[tuple[str, Any]] = []
             owner: dict[str, str] = {}
             errors: list[DlfError] = []
             for info in self.infos:
                 for fn in self._list(info, "functions"):
-                    problem = _function_problem(fn)
+                    problem = _function_problem(fn, info.name == CORE)
                     if problem:
                         errors.append(ModelError(f"plugin '{info.name}': function "
                                                  f"{getattr(fn, 'name', fn)!r}: {problem}"))
@@ -252,22 +255,31 @@ class PluginSet:
             self._functions = out
         return self._functions
 
+    def _added(self) -> list[tuple[str, Any]]:
+        """The plugins' functions: those beyond the core's, which every runtime namespace and
+        the formula language's table hold from the start (the same declarations)."""
+        return [(owner, fn) for owner, fn in self.functions() if owner != CORE]
+
     def runtime_helpers(self) -> dict[str, tuple[Any, Any]]:
         """Runtime name -> (scalar, numpy) for CompiledModel.bind_functions (no sympy)."""
-        return {_runtime_name(fn.name): (fn.python, fn.numpy) for _, fn in self.functions()}
+        from .runtime import helpers
+
+        return helpers(fn for _, fn in self._added())
 
     def register_functions(self) -> None:
         """Teach the formula language this set's functions (imports sympy; cold path only)."""
         from . import expr
 
         expr.reset_plugin_functions()
-        for _, fn in self.functions():
-            expr.register_function(_function_spec(fn), fn.python, fn.numpy)
+        for _, fn in self._added():
+            expr.register_function(fn)
 
     def cache_key(self) -> str:
         """What of the plugins, beyond their formula files, the generated code depends on."""
-        parts = [f"{fn.name}|{_runtime_name(fn.name)}|{fn.args}|{fn.dims}|{fn.excel}|{owner}"
-                 for owner, fn in self.functions()]
+        from .runtime import runtime_name
+
+        parts = [f"{fn.name}|{runtime_name(fn.name)}|{fn.args}|{fn.dims}|{fn.excel}|{owner}"
+                 for owner, fn in self._added()]
         from .cache import Key
 
         return Key("functions", *parts).hex(64) if parts else ""
@@ -491,21 +503,18 @@ def _config_key_sources(plugin: str, keys: dict[str, Any],
 
 
 # -- functions ------------------------------------------------------------------------------------
-def _runtime_name(name: str) -> str:
-    return f"_plugin_{name}"
-
-
-def _function_problem(fn: Any) -> str | None:
+def _function_problem(fn: Any, core: bool = False) -> str | None:
     from .hookspecs import Function
 
     if not isinstance(fn, Function):
         return "functions() must return dlformula.hookspecs.Function values"
     if not isinstance(fn.name, str) or not fn.name.isidentifier() or fn.name.startswith("_"):
         return "the name must be letters, digits and '_', not starting with '_'"
-    from .expr import _BUILTIN_NAMES, _SPECIAL_CALLS
+    if not core:  # (expr, and its imports, only when a plugin adds a function)
+        from .expr import _BUILTIN_NAMES, _SPECIAL_CALLS
 
-    if fn.name in _BUILTIN_NAMES or fn.name in _SPECIAL_CALLS:
-        return "a built-in function has this name; choose another"
+        if fn.name in _BUILTIN_NAMES or fn.name in _SPECIAL_CALLS:
+            return "a built-in function has this name; choose another"
     if not callable(fn.python) or (fn.numpy is not None and not callable(fn.numpy)):
         return "python (and numpy, if given) must be callables"
     if fn.dims not in FUNCTION_DIMS:
@@ -513,9 +522,19 @@ def _function_problem(fn: Any) -> str | None:
     lo, hi = _arg_range(fn.args)
     if lo is None or lo < 1 or (hi is not None and hi < lo):
         return "args must be a count >= 1 or (min, max) with max None for any number"
-    if fn.excel and not (isinstance(fn.excel, str) and fn.excel.replace(".", "").isalnum()):
-        return f"excel must be a spreadsheet function name, not {fn.excel!r}"
+    if fn.excel and not _excel_form_ok(fn.excel):
+        return (f"excel must be a spreadsheet function name (CEILING) or a form with {{}} for "
+                f"the arguments (CEILING({{}},1)), not {fn.excel!r}")
     return None
+
+
+def _excel_form_ok(text: Any) -> bool:
+    """A spreadsheet function name, or a form with `{}` where the arguments go."""
+    if not isinstance(text, str):
+        return False
+    if "{}" not in text:
+        return text.replace(".", "").isalnum()
+    return all(c.isalnum() or c in ".,(){} " for c in text) and text.count("(") == text.count(")")
 
 
 def _arg_range(args: Any) -> tuple[int | None, int | None]:
@@ -525,18 +544,6 @@ def _arg_range(args: Any) -> tuple[int | None, int | None]:
             args[1] is None or isinstance(args[1], int)):
         return args[0], args[1]
     return None, None
-
-
-def _function_spec(fn: Any) -> Any:
-    """The formula language's FunctionSpec for a plugin Function (imports sympy)."""
-    import sympy
-
-    from .expr import FunctionSpec
-
-    lo, hi = _arg_range(fn.args)
-    build = fn.sympy if fn.sympy is not None else sympy.Function(fn.name)
-    return FunctionSpec(fn.name, lo, hi, fn.dims, _runtime_name(fn.name), fn.excel,  # type: ignore[arg-type]
-                        fn.doc, build)
 
 
 # -- the process's plugin set -------------------------------------------------------------------

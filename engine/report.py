@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from .errors import display_path
-from .humanize import _num, _scaled, human  # noqa: F401  (re-exported)
+from .humanize import human
 from .units import parse_unit
 
 if TYPE_CHECKING:

@@ -4,6 +4,10 @@
 NumPy import). `numpy_namespace()` binds them to NumPy ufuncs, for arrays of many configs. The
 generated code is the same text in both cases; only these bindings differ. Kept free of sympy,
 networkx and numpy imports at module level: this is on the start-up path of a cached `eval`.
+
+Two kinds of names: the language's operators (`_where`, `_and`, `_div`, ...), defined here, and
+the formula functions (`_fn_NAME`, `runtime_name`), bound from their `Function` declarations:
+the core's (core_functions.py, its `functions` hook) and the plugins' alike (`helpers`).
 """
 
 from __future__ import annotations
@@ -23,22 +27,6 @@ def _many(cond: Any) -> bool:
     return False
 
 
-def _ceil(x: Any) -> Any:
-    return math.ceil(x)
-
-
-def _floor(x: Any) -> Any:
-    return math.floor(x)
-
-
-def _log(x: Any) -> float:
-    return math.log(x)
-
-
-def _exp(x: Any) -> float:
-    return math.exp(x)
-
-
 def _and(*a: Any) -> bool:
     return all(a)
 
@@ -51,10 +39,6 @@ def _not(a: Any) -> bool:
     return not a
 
 
-def _mod(a: Any, b: Any) -> Any:
-    return a % b if b else math.nan
-
-
 def _div(a: Any, b: Any) -> Any:
     """Division that, like NumPy, gives inf or nan instead of raising: generated code computes
     both branches of every condition, and the branch not taken may divide by zero."""
@@ -62,6 +46,28 @@ def _div(a: Any, b: Any) -> Any:
         return a / b
     except ZeroDivisionError:
         return math.nan if a == 0 else math.copysign(math.inf, a)
+
+
+def runtime_name(name: str) -> str:
+    """The name generated code calls formula function `name` by."""
+    return f"_fn_{name}"
+
+
+def helpers(functions: Any) -> dict[str, tuple[Any, Any]]:
+    """Runtime name -> (scalar, numpy or None) for `hookspecs.Function` declarations."""
+    return {runtime_name(fn.name): (fn.python, fn.numpy) for fn in functions}
+
+
+_CORE_HELPERS: dict[str, tuple[Any, Any]] = {}
+
+
+def _core_helpers() -> dict[str, tuple[Any, Any]]:
+    """The core's functions, as its `functions` hook declares them (core_functions.py)."""
+    if not _CORE_HELPERS:
+        from .core_functions import functions
+
+        _CORE_HELPERS.update(helpers(functions()))
+    return _CORE_HELPERS
 
 
 # Plugin functions registered through expr.register_function: runtime name -> (scalar, numpy).
@@ -83,11 +89,11 @@ def vectorized(python_impl: Any) -> Any:
 
 def scalar_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     ns: dict[str, Any] = {
-        "_where": _where, "_max": max, "_min": min, "_ceil": _ceil, "_floor": _floor,
-        "_abs": abs, "_mod": _mod, "_log": _log, "_exp": _exp, "_and": _and, "_or": _or,
-        "_not": _not, "_div": _div, "_asarray": lambda x: x, "_many": _many,
+        "_where": _where, "_and": _and, "_or": _or, "_not": _not, "_div": _div,
+        "_asarray": lambda x: x, "_many": _many,
     }
-    ns.update({name: impl for name, (impl, _) in _PLUGIN_HELPERS.items()})
+    for table in (_core_helpers(), _PLUGIN_HELPERS):
+        ns.update({name: impl for name, (impl, _) in table.items()})
     if extra:
         ns.update(extra)
     return ns
@@ -134,12 +140,6 @@ def numpy_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
 
     tune_allocator()
 
-    def nmax(*a: Any) -> Any:
-        return reduce(np.maximum, a)
-
-    def nmin(*a: Any) -> Any:
-        return reduce(np.minimum, a)
-
     def nand(*a: Any) -> Any:
         return reduce(np.logical_and, a)
 
@@ -155,15 +155,13 @@ def numpy_namespace(extra: dict[str, Any] | None = None) -> dict[str, Any]:
     # computes both branches of a condition over arrays. CompiledModel runs every vectorized
     # function under np.errstate(divide="ignore", invalid="ignore") once per call (setting it
     # per operation cost a search a fifth of its time).
-    ndiv, nmod = np.true_divide, np.mod
-
     ns: dict[str, Any] = {
-        "_where": np.where, "_max": nmax, "_min": nmin, "_ceil": np.ceil, "_floor": np.floor,
-        "_abs": np.abs, "_mod": nmod, "_log": np.log, "_exp": np.exp, "_and": nand,
-        "_or": nor, "_not": np.logical_not, "_div": ndiv, "_asarray": np.asarray, "_many": many,
+        "_where": np.where, "_and": nand, "_or": nor, "_not": np.logical_not,
+        "_div": np.true_divide, "_asarray": np.asarray, "_many": many,
     }
-    ns.update({name: impl if impl is not None else vectorized(py)
-               for name, (py, impl) in _PLUGIN_HELPERS.items()})
+    for table in (_core_helpers(), _PLUGIN_HELPERS):
+        ns.update({name: impl if impl is not None else vectorized(py)
+                   for name, (py, impl) in table.items()})
     if extra:
         ns.update(extra)
     return ns

@@ -49,9 +49,6 @@ from .sweep_run import (  # noqa: F401
 from .sweep_where import Where
 from .table import Table, number_text, open_writer, percent_names
 
-# Key results a planner looks at first; the default columns of a sweep.
-KEY_COLUMNS = ["memory_per_gpu", "step_time", "mfu", "tokens_per_second", "training_days",
-               "cost_usd"]
 MAX_CONFIGS = 10**9  # a larger sweep asks for --yes or --max-configs first
 FITS = "fits_memory"  # the column marking rows whose memory_per_gpu exceeds hbm_capacity
 
@@ -90,8 +87,12 @@ def _check_fixed_constraints(model: Any, values: Mapping[str, Any], varied: set[
 
 
 def default_columns(model: Any) -> list[str]:
-    cols = [n for n in KEY_COLUMNS if n in model.quantities]
-    return cols or list(model.summary)
+    """The columns a sweep shows unless asked for others: the quantities whose formula file
+    gives them a `column:` rank (search's result columns, a plugin's included), by rank; a
+    model without any shows its key results (`summary:`)."""
+    from .display import result_columns
+
+    return result_columns(model) or list(model.summary)
 
 
 def check_names(model: Any, names: Iterable[str], option: str) -> list[str]:
@@ -119,9 +120,10 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
     `vary` (crossed) and `paired` (moving together, the CLI's --zip): ["parallelism.tp=1,2,4,8",
     ...] or {"parallelism.tp": [1, 2, 4, 8]}.
     `where`: filters such as "memory_per_gpu < 0.9 * hbm_capacity". `columns`: names to report
-    (default: the key results). `sort`: a column, '-name' for descending; with `top`, only the
-    best `top` rows are kept (memory stays bounded however large the grid). `output`: a path
-    (.csv/.json/.xlsx) or text stream receiving every kept row as it is computed.
+    (default: the quantities with a `column:` rank, `default_columns`). `sort`: a column,
+    '-name' for descending; with `top`, only the best `top` rows are kept (memory stays
+    bounded however large the grid). `output`: a path (.csv/.json/.xlsx) or text stream
+    receiving every kept row as it is computed.
     With `fill_dp` (the default), when tp, pp, cp or the GPU count vary and dp does not, each
     row's dp is the GPU count over tp x pp x cp, as a planner holding the GPUs fixed expects.
     Returns a `Table` (with `.stats`); with keep=False it holds no rows (streaming only).
@@ -144,8 +146,8 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
                              | ({"dp"} if fill else set()))
     ev = Evaluator(model, base.values, outputs, filters)
     units, decoders = _labels(model, outputs, axes)
-    if fill and "dp" not in outputs:
-        outputs.insert(0, "dp")
+    filled = ["dp"] if fill and "dp" not in outputs else []
+    outputs[:0] = filled
     names = shown + outputs
     marks = "memory_per_gpu" in outputs and "hbm_capacity" in model.inputs
     if marks:  # a layout that does not fit in memory is marked, not hidden
@@ -173,6 +175,7 @@ def sweep(config: str | None, vary: Any = (), paired: Any = (), where: Any = (),
         table = table.head(top)
     table.config = base
     table.axes = shown
+    table.filled = filled
     return table
 
 

@@ -39,6 +39,7 @@ class Table:
         self.stats = stats
         self.config: Any = None  # the resolved base config, when there is one
         self.axes: list[str] = []  # the columns that were varied
+        self.filled: list[str] = []  # columns a sweep set from the axes (dp filling the GPUs)
 
     def __len__(self) -> int:
         return len(next(iter(self.columns.values()))) if self.columns else 0
@@ -161,7 +162,7 @@ def human_column(table: Table, name: str) -> list[str]:
     if name in table.percent:
         return [f"{v * 100:.1f} %" if math.isfinite(v) else str(v) for v in col.tolist()]
     if unit not in ("1", "") and unit not in _COUNT_UNITS:
-        from .report import human
+        from .humanize import human
 
         return [" ".join(p for p in human(v, unit) if p) for v in col.tolist()]
     return [number_text(v) for v in col.tolist()]

@@ -196,3 +196,14 @@ def test_brief_leaves_out_times_the_layout_does_not_spend(run):
     code, out, err = run("eval", str(EXAMPLES / "deepseek-v3-h800.yaml"), "--brief")
     assert code == 0, err
     assert "  ep_comm_time" in out
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "yaml"])
+def test_brief_with_a_machine_format_is_refused_in_one_line(run, fmt):
+    """Issue 17: `--format json --brief` printed the table. The combination is refused (exit 2,
+    nothing on stdout), saying how to choose names for a machine-readable report."""
+    code, out, err = run("eval", GPT3, "--format", fmt, "--brief")
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"error: --brief prints a table for people, so it does not combine with --format {fmt}; "
+        f"drop one of them (--only PATTERN chooses the names of a {fmt} report)"]

@@ -49,12 +49,18 @@ def inputs(draw, model, base):
     return random_inputs(draw, model, base)
 
 
-def sympy_values(fs, values):
-    """Each quantity from its own expression, dependencies substituted as numbers."""
+def _known(fs, values):
+    """Symbol -> number for the inputs and constants, at 30 digits."""
     known = {sympy.Symbol(n): sympy.Float(v, 30) if isinstance(v, float) else sympy.Integer(v)
              for n, v in values.items()}
     for n, c in fs.constants.items():
         known[sympy.Symbol(n)] = sympy.Float(c.value, 30)
+    return known
+
+
+def sympy_values(fs, values):
+    """Each quantity from its own expression, dependencies substituted as numbers."""
+    known = _known(fs, values)
     out = {}
     for name in fs.order:
         expr = fs.exprs[name]
@@ -65,11 +71,52 @@ def sympy_values(fs, values):
     return out
 
 
-def close(a, b):
+def close(a, b, scale=0.0):
+    """Equal to 1e-9 of the value, or of `scale`: the size of the numbers it was computed from
+    (`magnitude`), which float rounding is relative to."""
     a, b = float(a), float(b)
     if math.isinf(a) or math.isinf(b) or math.isnan(a) or math.isnan(b):
         return (math.isinf(a) and math.isinf(b)) or (math.isnan(a) and math.isnan(b))
-    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=max(1e-12, 1e-9 * abs(float(scale))))
+
+
+def _magnitude_expr(e):
+    """`e` with every sum replaced by the sum of its terms' magnitudes (and products, positive
+    powers, Max/Min/rounding and branches followed down to them): the size of the numbers a
+    float computation of `e` adds and subtracts. `a - b` with a close to b is tiny, while its
+    rounding error is relative to a and b; this is a + b."""
+    from sympy.logic.boolalg import BooleanAtom, BooleanFunction
+
+    if isinstance(e, (BooleanAtom, BooleanFunction, sympy.core.relational.Relational)):
+        return sympy.Integer(0)  # a condition, not a number (a Symbol is a Boolean too)
+    if e.is_Atom:
+        return sympy.Abs(e)
+    if isinstance(e, (sympy.Add, sympy.Mul)):
+        return e.func(*[_magnitude_expr(a) for a in e.args])
+    if isinstance(e, sympy.Pow) and e.exp.is_Number and e.exp > 0:
+        return _magnitude_expr(e.base) ** e.exp
+    if isinstance(e, sympy.Piecewise):
+        return sympy.Piecewise(*[(_magnitude_expr(v), c) for v, c in e.args])
+    if isinstance(e, (sympy.Max, sympy.Min, sympy.Abs, sympy.ceiling, sympy.floor, sympy.Mod)):
+        return sympy.Max(*[_magnitude_expr(a) for a in e.args])
+    return sympy.Abs(e)
+
+
+def magnitude(fs, name, values, want):
+    """The size of the numbers quantity `name` is computed from, for these inputs (`want`:
+    every quantity's exact value): its dependencies are taken at their own size, since their
+    rounding errors are relative to themselves."""
+    known = _known(fs, values)
+    known.update({sympy.Symbol(n): v for n, v in want.items()})
+    expr = _magnitude_expr(fs.exprs[name])
+    return sympy.N(expr.xreplace({s: known[s] for s in expr.free_symbols}), 30)
+
+
+def mismatches(fs, got, want, values):
+    """Quantities the generated code computes differently from sympy, beyond float rounding of
+    the numbers each is computed from."""
+    return [n for n in fs.order if not close(got[n], want[n])
+            and not close(got[n], want[n], magnitude(fs, n, values, want))]
 
 
 EVALUATED: list[int] = []
@@ -83,8 +130,23 @@ def test_generated_code_matches_sympy(engine, base, data):
     got = model.evaluate(values)
     want = sympy_values(fs, values)
     EVALUATED.append(1)
-    bad = [n for n in fs.order if not close(got[n], want[n])]
+    bad = mismatches(fs, got, want, values)
     assert bad == [], {n: (got[n], want[n]) for n in bad[:5]}
+
+
+def test_a_difference_of_near_equal_numbers_is_compared_at_their_size(engine, base):
+    """`memory_headroom = hbm_capacity - memory_per_gpu` with the two within a few KiB: float64
+    gets it to ~1e-5 byte, which is 1e-8 of the headroom, and a relative tolerance of 1e-9 made
+    the property test above fail now and then. The tolerance (1e-9, as for every quantity) is
+    relative to the numbers subtracted; a wrong term is still caught."""
+    model, fs = engine.model, engine.formula_set
+    values = dict(base)
+    values["hbm_capacity"] = model.evaluate(values)["memory_per_gpu"] + 1000.0
+    got, want = model.evaluate(values), sympy_values(fs, values)
+    assert not close(got["memory_headroom"], want["memory_headroom"])  # the old comparison
+    assert mismatches(fs, got, want, values) == []
+    got["memory_headroom"] += 1024.0  # a KiB off: more than 1e-9 of the ~80 GB subtracted
+    assert mismatches(fs, got, want, values) == ["memory_headroom"]
 
 
 def test_property_test_really_ran():

@@ -164,7 +164,7 @@ def small():
 def test_a_failing_shared_subexpression_names_the_first_quantity_needing_it(small):
     from dlformula.errors import ModelError
 
-    assert "    _t0 = _log(x)" in small.source
+    assert "    _t0 = _fn_log(x)" in small.source
     with pytest.raises(ModelError, match=r"small.yaml:\d+: evaluating 'first' failed"):
         small.evaluate({"x": 0.0, "mode": 0})
     with pytest.raises(ModelError, match=r"small.yaml:\d+: evaluating 'chosen' failed"):

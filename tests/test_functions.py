@@ -172,3 +172,40 @@ def test_export_refuses_a_function_without_a_spreadsheet_form(plugin_engine, run
         "function clamp01() has no spreadsheet form (a plugin function gives one as its " \
         "`excel` name)" in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "x.xlsx").exists()
+
+
+def test_the_core_declares_its_functions_through_the_plugin_hook(run):
+    """Issue 17.2: the built-ins are declared by the core through the `functions` hook a plugin
+    implements (core_functions.py, as datasette registers its own SQL functions), and that
+    declaration is what every stage reads: the formula language's table, and the functions
+    generated code calls, for one config and for arrays."""
+    import json
+
+    from dlformula.expr import _BUILTIN_NAMES, functions
+    from dlformula.plugin_manager import CORE, PluginSet
+    from dlformula.runtime import numpy_namespace, scalar_namespace
+
+    plugins = PluginSet.load(entry_points=False, env={})
+    declared = {fn.name: fn for owner, fn in plugins.functions() if owner == CORE}
+    assert set(declared) == _BUILTIN_NAMES and {"Max", "Mod", "log2", "ceil"} <= set(declared)
+    scalar, arrays = scalar_namespace(), numpy_namespace()
+    for name, fn in declared.items():
+        spec = functions()[name]
+        lo, hi = fn.args if isinstance(fn.args, tuple) else (fn.args, fn.args)
+        assert (spec.min_args, spec.max_args, spec.dims, spec.excel, spec.doc) == (
+            lo, hi, fn.dims, fn.excel, fn.doc), name
+        assert scalar[spec.runtime] is fn.python and arrays[spec.runtime] is fn.numpy, name
+    # Mod by zero is nan, as its declaration computes it, in generated code
+    from dlformula.loader import load_formula_set
+    from dlformula.model import compile_model
+    from dlformula.sources import Source
+
+    text = ("inputs:\n  x: {unit: 1, default: 7, domain: number >= 0, config: a.x, doc: x, "
+            "source: test}\nquantities:\n  r:\n    expr: Mod(x, x - 7)\n    unit: 1\n"
+            "    doc: r\n    source: test\n")
+    model = compile_model(load_formula_set([Source("/virtual/m.yaml", text, "test")]))
+    assert "_fn_Mod(" in model.source and math.isnan(model.evaluate({"x": 7})["r"])
+    code, out, err = run("plugins", "--format", "json")
+    assert code == 0, err
+    core = next(e for e in json.loads(out)["plugins"] if e["name"] == CORE)
+    assert core["functions"] == list(declared) and "functions" in core["hooks"]

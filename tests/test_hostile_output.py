@@ -19,32 +19,12 @@ SWEEP = ("sweep", CFG, "--vary", "parallelism.tp=1,2,4,8", "--vary",
          "training.micro_batch=1,2")
 
 
-class _FullDisk:
-    """A file whose writes fail with ENOSPC once `room` bytes are written."""
-
-    def __init__(self, fh, room: int) -> None:
-        self._fh, self._room = fh, room
-
-    def write(self, data):
-        self._room -= len(data)
-        if self._room < 0:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return self._fh.write(data)
-
-    def __getattr__(self, name):
-        return getattr(self._fh, name)
-
-
 @pytest.fixture
-def full_disk(monkeypatch):
-    from dlformula import atomic
+def full_disk():
+    from dlformula.faults import full_disk
 
-    real = atomic._create
-
-    def create(path, binary):
-        return _FullDisk(real(path, binary), 300)
-
-    monkeypatch.setattr(atomic, "_create", create)
+    with full_disk(300):
+        yield
 
 
 def _check_failed(code, err, folder, target, old=b"old contents"):

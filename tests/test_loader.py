@@ -49,7 +49,8 @@ CASES = {
         f"{BAD}/display_fields.yaml:15: quantity 'twice_layers': 'summary' is 'first'; write "
         "its rank among the key results: a whole number, 1 comes first (or leave it out)",
         f"{BAD}/display_fields.yaml:16: quantity 'twice_layers': 'column' is 0; write its rank "
-        "among search's result columns: a whole number, 1 comes first (or leave it out)",
+        "among the result columns of search and sweep: a whole number, 1 comes first (or leave "
+        "it out)",
         f"{BAD}/display_fields.yaml:1: a file-wide 'summary' list is no longer read: write "
         "'summary: N' (its rank) in each key result's own definition"],
     "bad_domain": [f"{BAD}/bad_domain.yaml:5: bad domain for input 'fudge': cannot read domain "

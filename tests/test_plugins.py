@@ -139,7 +139,8 @@ def test_moe_plugin_is_loaded_through_the_same_hooks_as_the_core():
     assert [(i.name, i.kind) for i in plugins.infos] == [("dlformula", "core"),
                                                        ("moe", "built-in")]
     core, moe = plugins.infos
-    assert plugins.hooks_of(core) == ["formula_folders", "hardware_folders", "preset_folders"]
+    assert plugins.hooks_of(core) == ["formula_folders", "hardware_folders", "preset_folders",
+                                      "functions"]
     assert plugins.hooks_of(moe) == ["formula_folders"]
     assert [f.kind for f in plugins.folders() if f.origin == "moe"] == ["formulas"]
 
@@ -671,7 +672,11 @@ def _plugin(tmp_path: Path, name: str, code: str) -> str:
     ("@hookimpl\ndef functions():\n    return [Function('Max', python=max)]\n",
      "plugin 'p': function 'Max': a built-in function has this name; choose another"),
     ("@hookimpl\ndef functions():\n    return [Function('f', python=abs, dims='odd')]\n",
-     "plugin 'p': function 'f': dims must be one of dimensionless, same, first, not 'odd'"),
+     "plugin 'p': function 'f': dims must be one of dimensionless, same, first, sqrt, not "
+     "'odd'"),
+    ("@hookimpl\ndef functions():\n    return [Function('f', python=abs, excel='A1+{}')]\n",
+     "plugin 'p': function 'f': excel must be a spreadsheet function name (CEILING) or a form "
+     "with {} for the arguments (CEILING({},1)), not 'A1+{}'"),
     ("@hookimpl\ndef config_keys():\n    return {'width': {'unit': '1'}}\n",
      "plugin 'p': config key 'width' from config_keys() must be SECTION.KEY, e.g. example.width"),
     ("import click\n@hookimpl\ndef register_commands(cli):\n"
@@ -767,6 +772,12 @@ def test_a_plugin_quantity_is_shown_as_its_yaml_says_everywhere(run, tmp_path):
                          "--columns", "busy_share")
     assert code == 0, err
     assert len(re.findall(r"\d+\.\d %", out)) >= 2, out
+    # a sweep's default columns are the `column:` ranks too: busy (15) between step time and mfu
+    code, out, err = run("--plugin", p, "sweep", GPT3, "--vary", "parallelism.pp=8,16")
+    assert code == 0, err
+    header = out.splitlines()[0].split()
+    assert header[header.index("step_time"):][:3] == ["step_time", "busy_share", "mfu"], out
+    assert re.search(r" s +\d+\.\d % +\d+\.\d % ", out.splitlines()[1]), out
     code, out, err = run("--plugin", p, "search", GPT3, "--objective", "busy_share",
                          "--top", "3")
     assert code == 0, err

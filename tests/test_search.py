@@ -377,3 +377,40 @@ def test_plot_breakdown_parts_add_up_to_the_total(engine):
         used = {s.name for _, e in parts for s in e.free_symbols}
         data = _part_values(parts, {n: r[n] for n in used}, 1, 1.0)
         assert sum(float(v[0]) for v in data.values()) == pytest.approx(r[total], rel=1e-9)
+
+
+def test_a_sweep_plot_shows_the_first_result_column_not_the_filled_dp(engine):
+    """`sweep --vary parallelism.tp=... --plot` drew dp (the column the sweep fills in to keep
+    the GPU count) over tp; it draws the first of the sweep's result columns."""
+    from dlformula.display import result_columns
+    from dlformula.plot import default_y
+    from dlformula.sweep import sweep
+
+    t = sweep(LLAMA, vary=["parallelism.tp=2,4,8"], engine=engine)
+    assert "dp" in t.names and t.filled == ["dp"]
+    assert default_y(t) == result_columns(engine.model)[0] == "step_time"
+    t = sweep(LLAMA, vary=["parallelism.tp=2,4,8"], engine=engine, columns=["dp", "mfu"])
+    assert t.filled == [] and default_y(t) == "dp"  # asked for: shown
+
+
+def test_plot_axes_read_in_the_units_eval_prints(engine):
+    """plot.py kept its own table of scales (GiB, TFLOP/s, M USD ...) beside humanize's. An
+    axis now reads in the unit `eval` prints its largest value in (humanize.readable_unit)."""
+    from dlformula.humanize import human
+    from dlformula.plot import scale_of
+
+    r = engine.evaluate(LLAMA)
+    units = {n: q.unit for n, q in engine.model.quantities.items()}
+    seen = set()
+    for name, value in r.values.items():
+        if name not in units or isinstance(value, bool) or not value:
+            continue
+        factor, text = scale_of([value / 3, value], units[name])
+        number, unit_text = human(value, units[name])
+        assert text == unit_text, name
+        assert value / factor == pytest.approx(float(number.replace(",", "")), rel=5e-3,
+                                                abs=5e-3), name  # (2 decimals for bytes)
+        seen.add(text)
+    assert {"GiB", "s", "TFLOP/s", "days", "USD"} <= seen, seen
+    assert scale_of([0.25, 0.5], "1", percent=True) == (0.01, "%")
+    assert scale_of([float("nan"), 3e-3, 2e-3], "s") == (pytest.approx(1e-3), "ms")
