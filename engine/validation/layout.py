@@ -11,10 +11,13 @@ computes it.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from .conventions import first_match, holds
 from .feasible import OVER_MEMORY
-from .mapping import Mapper
+
+if TYPE_CHECKING:  # annotations only: mapping.py calls this module's steps
+    from .mapping import Mapper
 
 # Text that says a pipeline is interleaved, and text that says it is not.
 INTERLEAVED = re.compile(r"interleav|looped|virtual", re.IGNORECASE)
