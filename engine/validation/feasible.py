@@ -14,7 +14,7 @@ from typing import Any
 # several times in one process (validate, --show, the docs).
 # Marks a choice made with memory unbounded (no value fitted the model's estimate).
 OVER_MEMORY = "(over memory)"
-UNBOUNDED = "1e30"
+UNBOUNDED = 1e30  # bytes: no memory limit
 _CACHE: weakref.WeakKeyDictionary[Any, dict[Any, dict[str, Any] | None]] = \
     weakref.WeakKeyDictionary()
 
@@ -29,15 +29,15 @@ def best_feasible(engine: Any, sets: dict[str, Any], knobs: list[str]) -> dict[s
     key = (tuple(sorted((k, _text(v)) for k, v in sets.items())), tuple(knobs))
     if key in cache:
         return cache[key]
-    given = [f"{k}={_text(v)}" for k, v in sets.items() if k not in knobs]
+    given = {k: v for k, v in sets.items() if k not in knobs}
     by_key = {d.config: d for d in engine.model.inputs.values() if d.config}
     try:
-        config = engine.config(None, {k: v for k, v in sets.items() if k not in knobs},
-                               check_layout=False)
-        fix = [f"{k}={_text(config.labels.get(d.name, config.values[d.name]))}"
+        config = engine.config(None, given, check_layout=False)
+        # Every setting of the run but the knobs, as typed values (a choice by its label).
+        fix = {k: [config.labels.get(d.name, config.values[d.name])]
                for k, d in by_key.items()
                if k.split(".")[0] in ("parallelism", "training", "moe") and k not in knobs
-               and d.name in config.values]
+               and d.name in config.values}
         result = search(None, gpus=int(config.values["gpus"]), sets=given, fix=fix,
                         engine=engine, top=1)
         best = result.best()
@@ -45,7 +45,7 @@ def best_feasible(engine: Any, sets: dict[str, Any], knobs: list[str]) -> dict[s
             # The run ran, so it fit: when the model's memory estimate fits no value, its
             # estimate is what is off for this run, and the fastest value is taken.
             result = search(None, gpus=int(config.values["gpus"]),
-                            sets=[*given, f"hardware.hbm_capacity={UNBOUNDED}"], fix=fix,
+                            sets={**given, "hardware.hbm_capacity": UNBOUNDED}, fix=fix,
                             engine=engine, top=1)
             best = result.best()
             if best is not None:
