@@ -103,14 +103,22 @@ class CompiledModel:
         """
         key = (vectorized, tuple(only) if only else None)
         if key not in self._fns:
-            ns = (numpy_namespace(self._helpers(True)) if vectorized
-                  else scalar_namespace(self._helpers(False)))
-            exec(self.code if not only else _compiled(self._pruned_source(only),
-                                                      "<dlformula pruned>"), ns)
+            code = self.code if not only else _compiled(self._pruned_source(only),
+                                                        "<dlformula pruned>")
             # (our own generated text, never user text)
-            wrap = _quiet if vectorized else _same
-            self._fns[key] = (wrap(ns["evaluate"]), wrap(ns["constraints"]))
-            self._fns[("warnings", vectorized, key[1])] = wrap(ns["warnings"])
+            if vectorized:
+                ns = numpy_namespace(self._helpers(True))
+                exec(code, ns)
+                fns = {n: _quiet(ns[n]) for n in ("evaluate", "constraints", "warnings")}
+            else:
+                fast = scalar_namespace(self._helpers(False), fast=True)
+                safe = scalar_namespace(self._helpers(False))
+                exec(code, fast)
+                exec(code, safe)
+                fns = {n: _fast_or_safe(fast[n], safe[n])
+                       for n in ("evaluate", "constraints", "warnings")}
+            self._fns[key] = (fns["evaluate"], fns["constraints"])
+            self._fns[("warnings", vectorized, key[1])] = fns["warnings"]
         return self._fns[key]
 
     def warnings(self, values: dict[str, Any]) -> list[str]:
@@ -258,8 +266,17 @@ class CompiledModel:
         return model
 
 
-def _same(fn: Any) -> Any:
-    return fn
+def _fast_or_safe(fast: Any, safe: Any) -> Any:
+    """A scalar function run with C division (runtime.scalar_namespace's `fast` flavour), and
+    again with the division that gives inf or nan when a divisor is zero."""
+
+    def run(values: Any) -> Any:
+        try:
+            return fast(values)
+        except ZeroDivisionError:
+            return safe(values)
+
+    return run
 
 
 def _quiet(fn: Any) -> Any:

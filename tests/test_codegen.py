@@ -193,3 +193,24 @@ def test_memory_never_rises_with_a_sharding_degree(engine, base, tp, dp, cp, zer
     values[dim] *= 2
     after = engine.model.evaluate(values)["memory_per_gpu"]
     assert after <= before * (1 + 1e-12)
+
+
+def test_scalar_code_divides_in_c_and_falls_back_to_inf_on_a_zero_divisor():
+    """The scalar flavour binds `_div` to C division (no Python frame per division, see
+    runtime.scalar_namespace); a zero divisor reruns the safe flavour, which gives inf or nan
+    as before."""
+    import math
+    import operator
+
+    from dlformula.model import _fast_or_safe
+    from dlformula.runtime import scalar_namespace
+
+    text = "def evaluate(_in):\n    return _div(_in['a'], _in['b']) if not _many(_in['a']) else 0\n"
+    fast, safe = scalar_namespace(fast=True), scalar_namespace()
+    exec(text, fast)
+    exec(text, safe)
+    assert fast["_div"] is operator.truediv and fast["_many"] is callable
+    run = _fast_or_safe(fast["evaluate"], safe["evaluate"])
+    assert run({"a": 3.0, "b": 2.0}) == 1.5
+    assert run({"a": 3.0, "b": 0.0}) == math.inf and run({"a": -1, "b": 0}) == -math.inf
+    assert math.isnan(run({"a": 0.0, "b": 0.0}))
