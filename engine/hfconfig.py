@@ -228,7 +228,7 @@ def read_hf_data(data: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[
     else:
         learned = gpt2_like
     out["model.position_embedding"] = "learned" if learned else "rope"
-    window = _sliding_window(present, model_type, out["model.layers"], path)
+    window = _sliding_window(present, model_type, path)
     if window is not None:
         out["model.sliding_window"], out["model.full_attention_every"] = window
     return out, notes
@@ -239,7 +239,7 @@ def read_hf_data(data: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[
 _ALTERNATING = {"gemma2": 2}
 
 
-def _sliding_window(present: dict[str, Any], model_type: str, layers: Any,
+def _sliding_window(present: dict[str, Any], model_type: str,
                     path: str) -> tuple[int, int] | None:
     """(sliding_window, full_attention_every) from a config.json's sliding_window with its
     layer pattern (layer_types, sliding_window_pattern), or None when attention is not

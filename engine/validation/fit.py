@@ -1,7 +1,8 @@
 """Fitting the hardware families' figures to published runs, and checking them on runs left out.
 
 `spec()` reads engine/validation/fit.yaml: which figures each hardware family fits (grids,
-ties) and how runs group into source families. `collect` maps every run of the given runs
+ties), the framework figures fitted over every run they act on (`fit_framework`, after the
+families'), and how runs group into source families. `collect` maps every run of the given runs
 files once; `fit_family` grid-searches one family's figures over runs; `cross_validate` fits on
 all runs (in-sample) and, for each source family, on all other sources (leave-one-source-out),
 and returns each run's error both ways with the traits the regimes and error bands group by.
