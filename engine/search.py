@@ -28,9 +28,11 @@ import numpy as np
 from .display import result_columns
 from .errors import UsageError, did_you_mean
 from .search_rank import (
+    AUTO_TWINS,
     LIMITS,
     TIGHT_MEMORY,
     Best,
+    auto_twins,
     evaluate_layouts,
     inside_domain,
     limits,
@@ -226,13 +228,16 @@ def run_job(model: Any, job: Job, table: np.ndarray) -> tuple[SearchStats, dict[
     rows that can be in the answer."""
     stats = SearchStats()
     ev = Evaluator(model, job.values, job.outputs)
-    fit = Evaluator(model, job.values, ["memory_per_gpu", "hbm_capacity"])
+    twins = auto_twins(model, job.axes)
+    fit = Evaluator(model, job.values, ["memory_per_gpu", "hbm_capacity"]
+                    + (["full_recompute_share"] if twins else []))
     best = Best(job.top, job.layout, job.obj, job.descending, job.fronts,
                 _domain(job.values))
     rows = join(ev, table, job.degrees, job.axes, stats)
-    valid, no_fit = evaluate_layouts(fit, ev, rows, job.layout, job.max_memory, best, stats)
+    valid, no_fit = evaluate_layouts(fit, ev, rows, job.layout, job.max_memory, best, stats,
+                                     twins)
     stats.extra["do not fit in memory"] = no_fit
-    stats.kept = valid - no_fit
+    stats.kept = valid - no_fit - stats.extra.get(AUTO_TWINS, 0)
     return stats, best.merged()
 
 

@@ -10,7 +10,7 @@ the answer is the one ranking everything would give.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -203,10 +203,11 @@ def blocks_of(pieces: Iterable[dict[str, np.ndarray]], size: int = CHUNK_SIZE
 
 
 def evaluate_layouts(fit: Evaluator, ev: Evaluator, pieces: Iterable[dict[str, np.ndarray]],
-                     layout: list[str], max_memory: float, best: Best, stats: Any
-                     ) -> tuple[int, int]:
+                     layout: list[str], max_memory: float, best: Best, stats: Any,
+                     auto_twins: tuple[float, bool, bool] | None = None) -> tuple[int, int]:
     """Evaluate every row in blocks into `best` (only those that fit); returns how many rows
-    there were and how many do not fit in memory."""
+    there were and how many do not fit in memory. `auto_twins` (see `auto_twins`): drop the
+    rows whose `auto` recompute is another searched choice under another name."""
     total = no_fit = 0
     for part in blocks_of(pieces):
         m = len(next(iter(part.values())))
@@ -216,8 +217,15 @@ def evaluate_layouts(fit: Evaluator, ev: Evaluator, pieces: Iterable[dict[str, n
         used = np.broadcast_to(np.asarray(every["memory_per_gpu"], dtype=np.float64), (m,))
         capacity = np.broadcast_to(np.asarray(every["hbm_capacity"], dtype=np.float64), (m,))
         fits = used <= max_memory * capacity
+        no_fit += m - int(fits.sum())
+        if auto_twins is not None:
+            code, low, high = auto_twins
+            share = np.broadcast_to(np.asarray(every["full_recompute_share"],
+                                               dtype=np.float64), (m,))
+            twin = (part["recompute"] == code) & (((share <= 0) & low) | ((share >= 1) & high))
+            stats.extra[AUTO_TWINS] = stats.extra.get(AUTO_TWINS, 0) + int((twin & fits).sum())
+            fits &= ~twin
         k = int(fits.sum())
-        no_fit += m - k
         if not k:
             continue
         part = {key: v[fits] for key, v in part.items()}
@@ -227,6 +235,26 @@ def evaluate_layouts(fit: Evaluator, ev: Evaluator, pieces: Iterable[dict[str, n
                 for key in ev.outputs if key in every}
         best.add({**{key: part[key] for key in layout}, **cols})
     return total, no_fit
+
+
+AUTO_TWINS = "repeat another recompute choice as auto"
+
+
+def auto_twins(model: Any, candidates: Mapping[str, np.ndarray]) -> tuple[float, bool, bool] | None:
+    """When search varies training.recompute over `auto` and the choices auto can equal, (auto's
+    code, whether none and selective are searched, whether full is): an `auto` layout that
+    recomputes no layer in full is `none` (fused attention) or `selective` (unfused) under
+    another name, one that recomputes every layer is `full`, and listing both wastes the ranks."""
+    d = model.inputs.get("recompute")
+    if d is None or not d.choices or "recompute" not in candidates:
+        return None
+    code = dict(d.choices)
+    searched = set(np.asarray(candidates["recompute"]).tolist())
+    if code.get("auto") not in searched:
+        return None
+    low = code.get("none") in searched and code.get("selective") in searched
+    high = code.get("full") in searched
+    return (float(code["auto"]), low, high) if low or high else None
 
 
 def limits(c: dict[str, np.ndarray]) -> np.ndarray:

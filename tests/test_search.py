@@ -11,6 +11,7 @@ import pytest
 
 from conftest import EXAMPLES
 from dlformula.search import divisors, pareto_front, search
+from dlformula.search_rank import AUTO_TWINS
 from dlformula.table import Table
 
 LLAMA = str(EXAMPLES / "llama3-70b.yaml")
@@ -66,7 +67,9 @@ def test_counts_add_up(seed):
     s = seed.stats
     assert s.axes["vpp"] == 10 and s.axes["micro_batch"] == 11  # divisors of 80 and 1024
     assert s.total == s.factorisations * int(np.prod(list(s.axes.values())))
-    assert s.invalid + s.extra["do not fit in memory"] + s.kept == s.total
+    twins = s.extra.get(AUTO_TWINS, 0)
+    assert twins > 0  # auto equal to none, selective or full, left out of the ranks
+    assert s.invalid + s.extra["do not fit in memory"] + twins + s.kept == s.total
     assert s.kept == len(seed)
     # tp x pp x cp x dp = 64 has 84 factorisations and ep 7 candidates before pruning
     before = {name: p.before for name, p in s.pruned.items()}
@@ -113,7 +116,8 @@ def test_early_filtering_keeps_exactly_the_valid_layouts(engine):
               **dict(zip(["tp", "pp", "cp", "dp", *full], cols, strict=True))}
     ok = np.logical_and.reduce([np.broadcast_to(c, (n,)) for c in check(values)])
     assert result.stats.space == n
-    assert result.stats.kept + result.stats.extra["do not fit in memory"] == int(ok.sum())
+    assert result.stats.kept + result.stats.extra["do not fit in memory"] + \
+        result.stats.extra.get(AUTO_TWINS, 0) == int(ok.sum())
     assert result.stats.invalid == result.stats.total - int(ok.sum())
     names = ["tp", "pp", "cp", "dp", *full]
     kept = set(zip(*(result[k].tolist() for k in names), strict=True))
@@ -414,3 +418,28 @@ def test_plot_axes_read_in_the_units_eval_prints(engine):
     assert {"GiB", "s", "TFLOP/s", "days", "USD"} <= seen, seen
     assert scale_of([0.25, 0.5], "1", percent=True) == (0.01, "%")
     assert scale_of([float("nan"), 3e-3, 2e-3], "s") == (pytest.approx(1e-3), "ms")
+
+
+def test_auto_recompute_is_ranked_only_where_it_differs_from_the_named_choices(engine, seed):
+    """`auto` with no layer recomputed in full is `none` (fused attention) under another name,
+    and with every layer in full it is `full`: search ranks the named choice and leaves the
+    twin out, so the top ranks are distinct layouts. Fixed alone, auto is kept."""
+    model = engine.model
+    auto = dict(model.inputs["recompute"].choices)["auto"]
+    rows = seed.head(400)
+    layout = [k for k in seed.layout if k != "recompute"]
+    seen = {}
+    for row in rows.rows():
+        key = tuple(row[k] for k in layout) + (row["step_time"], row["memory_per_gpu"])
+        seen.setdefault(key, []).append(row["recompute"])
+    assert all(len(v) == 1 for v in seen.values())
+    for row in rows.rows():
+        if row["recompute"] == "auto":
+            sets = SEED + layout_sets(engine, seed, row) + ["hardware.gpus=64"]
+            share = model.evaluate(engine.config(LLAMA, sets, check_layout=False).values)[
+                "full_recompute_share"]
+            assert 0 < share < 1
+    only = search(LLAMA, gpus=64, sets=SEED, fix={"training.recompute": ["auto"]},
+                  engine=engine, top=5)
+    assert len(only) == 5 and set(only.values("recompute")) == {"auto"}
+    assert auto in dict(model.inputs["recompute"].choices).values()
