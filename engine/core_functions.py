@@ -59,52 +59,16 @@ def _np_min(*a: Any) -> Any:
     return reduce(np.minimum, a)
 
 
-def _np_ceil(x: Any) -> Any:
-    import numpy as np
+def _numpy(name: str) -> Callable[..., Any]:
+    """NumPy's ufunc `name`, looked up on the first call."""
 
-    return np.ceil(x)
+    def call(*args: Any) -> Any:
+        import numpy as np
 
+        return getattr(np, name)(*args)
 
-def _np_floor(x: Any) -> Any:
-    import numpy as np
-
-    return np.floor(x)
-
-
-def _np_abs(x: Any) -> Any:
-    import numpy as np
-
-    return np.abs(x)
-
-
-def _np_mod(a: Any, b: Any) -> Any:
-    import numpy as np
-
-    return np.mod(a, b)  # nan where b is 0, silently: see CompiledModel's errstate
-
-
-def _np_log(x: Any) -> Any:
-    import numpy as np
-
-    return np.log(x)
-
-
-def _np_log2(x: Any) -> Any:
-    import numpy as np
-
-    return np.log2(x)
-
-
-def _np_exp(x: Any) -> Any:
-    import numpy as np
-
-    return np.exp(x)
-
-
-def _np_sqrt(x: Any) -> Any:
-    import numpy as np
-
-    return np.sqrt(x)
+    call.__name__ = f"_np_{name}"
+    return call
 
 
 # evaluate=False: sympy's Max/Min simplification (pairwise comparisons of symbolic arguments)
@@ -116,19 +80,21 @@ FUNCTIONS = (
              _sympy("Max", evaluate=False)),
     Function("Min", min, _np_min, "MIN", (1, None), "same", "smallest argument",
              _sympy("Min", evaluate=False)),
-    Function("ceiling", math.ceil, _np_ceil, "CEILING({},1)", 1, "same", "round up",
+    Function("ceiling", math.ceil, _numpy("ceil"), "CEILING({},1)", 1, "same", "round up",
              _sympy("ceiling")),
-    Function("floor", math.floor, _np_floor, "INT({})", 1, "same", "round down",
+    Function("floor", math.floor, _numpy("floor"), "INT({})", 1, "same", "round down",
              _sympy("floor")),
-    Function("Abs", abs, _np_abs, "ABS", 1, "same", "absolute value", _sympy("Abs")),
-    Function("Mod", _mod, _np_mod, "MOD", 2, "same", "remainder of a / b", _sympy("Mod")),
-    Function("log", math.log, _np_log, "LN", 1, "dimensionless", "natural logarithm",
+    Function("Abs", abs, _numpy("abs"), "ABS", 1, "same", "absolute value", _sympy("Abs")),
+    # np.mod gives nan where b is 0, silently: arrays run under CompiledModel's errstate.
+    Function("Mod", _mod, _numpy("mod"), "MOD", 2, "same", "remainder of a / b", _sympy("Mod")),
+    Function("log", math.log, _numpy("log"), "LN", 1, "dimensionless", "natural logarithm",
              _sympy("log")),
-    Function("log2", math.log2, _np_log2, "LN", 1, "dimensionless", "base-2 logarithm", _log2),
-    Function("exp", math.exp, _np_exp, "EXP", 1, "dimensionless", "e to the power x",
+    Function("log2", math.log2, _numpy("log2"), "LN", 1, "dimensionless", "base-2 logarithm",
+             _log2),
+    Function("exp", math.exp, _numpy("exp"), "EXP", 1, "dimensionless", "e to the power x",
              _sympy("exp")),
-    Function("sqrt", math.sqrt, _np_sqrt, "SQRT", 1, "sqrt", "square root", _sympy("sqrt")),
-    Function("ceil", math.ceil, _np_ceil, "CEILING({},1)", 1, "same", "round up (ceiling)",
+    Function("sqrt", math.sqrt, _numpy("sqrt"), "SQRT", 1, "sqrt", "square root", _sympy("sqrt")),
+    Function("ceil", math.ceil, _numpy("ceil"), "CEILING({},1)", 1, "same", "round up (ceiling)",
              _sympy("ceiling")),
 )
 
