@@ -211,6 +211,32 @@ def test_expert_optimizer_states_shard_over_the_expert_data_parallel_group(engin
     assert r["weight_memory"] == pytest.approx(r["params_per_gpu"] * 2)  # not sharded at ZeRO-1
 
 
+def test_expert_gradients_reduce_over_the_nics_of_their_own_ranks(engine):
+    """Experts' rank order is etp-ep-edp: with ep 8 filling an 8-GPU node an expert's
+    data-parallel peers sit one per node, so each group reduces and gathers over one NIC while
+    the node's other groups use the others; with ep 4 two peers share a node (two NICs); a
+    group inside one node uses NVLink."""
+    r = engine.evaluate(MIXTRAL)  # tp 2, dp 8, ep 8, etp 1, zero 1: expert_dp = 16 / 8 = 2
+    nic, nvlink = r["scaleout_link_bandwidth"], r["scaleup_link_bandwidth"]
+    assert r["expert_dp"] == 2 and r["expert_dp_bandwidth"] == pytest.approx(nic)
+    assert r["dp_bandwidth"] == pytest.approx(min(nvlink, 4 * nic))  # dense peers: 8 / tp a node
+    experts = r["expert_params_per_gpu"]
+    latency = math.ceil(experts / r["dp_bucket_params"]) * r["expert_dp_ring_latency"]
+    assert r["expert_dp_grad_reduce_time"] == pytest.approx(
+        (2 - 1) / 2 * experts * r["grad_bytes"] / nic + latency)
+    assert r["expert_dp_param_gather_time"] == pytest.approx(
+        (2 - 1) / 2 * experts * r["weight_comm_bytes"] / nic + latency)
+    dense = (8 - 1) / 8 * r["dense_params_per_gpu"] * r["weight_comm_bytes"] / r["dp_bandwidth"]
+    assert r["dp_param_gather_time"] == pytest.approx(
+        dense + r["dp_buckets"] * r["dp_ring_latency"] + r["expert_dp_param_gather_time"])
+    ep4 = engine.evaluate(MIXTRAL, ["parallelism.ep=4"])  # expert_dp 4, two peers a node
+    assert ep4["expert_dp"] == 4 and ep4["expert_dp_bandwidth"] == pytest.approx(2 * nic)
+    node = engine.evaluate(MIXTRAL, ["parallelism.ep=4", "parallelism.dp=4",
+                                     "hardware.gpus=32"])  # a stage of 8 ranks: one node
+    assert node["expert_dp"] == 2 and node["expert_dp_bandwidth"] == pytest.approx(nvlink)
+    assert engine.evaluate(MIXTRAL, ["parallelism.zero=0"])["expert_dp_param_gather_time"] == 0
+
+
 def test_all_to_all_inside_the_node_is_faster_than_across_nodes(engine):
     inside = engine.evaluate(MIXTRAL)  # ep 8 x etp 1 ranks: one 8-GPU NVLink domain
     across = engine.evaluate(MIXTRAL, ["parallelism.etp=2"])  # 16 ranks: two nodes
