@@ -217,6 +217,27 @@ def test_batch_spellings(engine, batch, gbs, micro):
     assert (c["training.global_batch"], c["training.micro_batch"]) == (gbs, micro)
 
 
+@pytest.mark.parametrize("sections, length", [
+    ({"batch": {"mean_document_length": 2048}}, "2048"),
+    ({"training": {"document_length": 3000}}, "3000"),
+    ({"batch": {"doc_masking": "document mask; average document length of 8K tokens"}}, "8192"),
+    ({"notes": "Mean document length 1,536 tokens under a document mask."}, "1536"),
+])
+def test_a_document_length_in_any_spelling_prices_the_mask(engine, sections, length):
+    m = _map(engine, _row(**sections))
+    assert dict(i.split("=", 1) for i in m.sets)["training.document_length"] == length
+
+
+def test_a_document_mask_without_a_length_is_noted_not_guessed(engine):
+    row = _row(batch={"doc_masking": "attention mask between different documents"})
+    m = _map(engine, row)
+    assert "training.document_length" not in dict(i.split("=", 1) for i in m.sets)
+    assert any(a.startswith("document mask stated without a document length")
+               for a in m.assumptions)
+    plain = _map(engine, _row())
+    assert not any("document" in a for a in plain.assumptions)
+
+
 def test_moe_rows_map_to_the_plugin_keys(engine):
     if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
         pytest.skip("the moe plugin is not loaded")

@@ -91,6 +91,15 @@ def check_types(row: Row) -> bool:
     return row.problems == 0
 
 
+# A mean document length in words ("mean document length of 2,048 tokens", "average doc
+# length 8K"), and a document mask named without one (Llama 3's "attention mask that prevents
+# self-attention between different documents").
+DOC_LENGTH = re.compile(r"(?:mean|average|avg)\.?\s+(?:document|doc)s?\s+length\s*"
+                        r"(?:of|=|:|is|~|≈)?\s*([0-9][0-9,.]*)\s*([kK]\b)?", re.I)
+DOC_MASK = re.compile(r"document[- _]?mask|doc[- _]mask|intra[- ]document|cross[- ]document|"
+                      r"(?:attention|mask)\w*\s+between\s+(?:different\s+)?documents", re.I)
+
+
 def map_row(row: Row, ctx: Context) -> Mapped:
     """The config one run becomes. Raises Skip or Invalid (see the module docstring)."""
     from .layout import batch, knobs, layout
@@ -330,6 +339,35 @@ class Mapper:
         if found.note:
             self.notes.append(found.note)
         sets["training.flash_attention"] = True
+        self.document_mask()
+
+    def document_mask(self) -> None:
+        """A document length given in words (\"mean document length 2,048 tokens\") sets
+        training.document_length; a document mask named without a length is noted, priced over
+        the whole causal sequence (the most it can cost). A stated training.document_length
+        passes through unchanged."""
+        row = self.row
+        if row.get("training.document_length") is not None:
+            return
+        words = [self.texts["texts"]] + [
+            str(item.plain()) for name in ("batch", "training", "model")
+            for item in row.section(name).values() if isinstance(item.plain(), str)]
+        text = " ".join(words)
+        found = DOC_LENGTH.search(text)
+        if found and "training.document_length" in self.known:
+            digits = found.group(1).replace(",", "").rstrip(".")
+            length = float(digits) * (1024 if found.group(2) else 1)
+            length = int(length) if length.is_integer() else length
+            if length > 0:
+                self.sets["training.document_length"] = length
+                self.notes.append(f"document mask: mean document length {length:g} tokens "
+                                  f"(read from '{found.group(0).strip()}')")
+                return
+        if DOC_MASK.search(text):
+            self.notes.append("document mask stated without a document length: attention "
+                              "priced over the whole causal sequence (training.document_length "
+                              "0), the most it can cost; give batch.mean_document_length to "
+                              "price the mask")
 
     # -- conventions and the run's own settings --------------------------------------------------
     def frameworks(self) -> None:
