@@ -607,6 +607,41 @@ def test_framework_block_and_no_deepep_are_read_as_written(engine):
     assert deepep["moe.dispatcher"] == "deepep"
 
 
+@pytest.mark.parametrize("pp, vpp, first, last", [(16, None, 4, 1), (8, 2, 8, 5), (4, 4, 16, 13),
+                                                   (2, 8, 32, 29)])
+def test_megatron_bridge_deepseek_v3_runs_its_mtp_module_and_pipeline_layout(
+        engine, pp, vpp, first, last):
+    """Megatron-Bridge's DeepSeek-V3 recipe keeps one MTP module, and its layouts give each
+    pipeline rank 64/pp blocks, the last 3 fewer (it holds the MTP module and the loss)."""
+    if not has_moe(engine):
+        pytest.skip("the moe plugin is not loaded")
+    shape = {"layers": 61, "hidden": 7168, "heads": 128, "ffn_hidden": 18432, "vocab": 129280,
+             "experts": 256, "top_k": 8, "expert_ffn_hidden": 2048, "first_dense_layers": 3}
+    parallel = {"tp": 1, "pp": pp, "dp": 256 // pp, "ep": 8, **({"vpp": vpp} if vpp else {})}
+    source = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md, 26.04 NeMo Container"
+    row = _moe_row(model=shape, parallel=parallel, source=source, precision="mxfp8",
+                   hardware=_Replace({"gpu": "B200", "count": 256}),
+                   batch={"global_batch_sequences": 4096})
+    got = _sets(engine, row)
+    assert got["model.mtp_layers"] == "1"
+    assert (got["parallelism.first_stage_layers"], got["parallelism.last_stage_layers"]) == (
+        str(first), str(last))
+    # A run that states no MTP keeps it off (and is not told otherwise); the recipe's layout
+    # is the same without the module.
+    m = _map(engine, _moe_row(model={**shape, "mtp_layers": 0}, parallel=parallel,
+                              source=source, precision="mxfp8",
+                              batch={"global_batch_sequences": 4096},
+                              hardware=_Replace({"gpu": "B200", "count": 256})))
+    stated = dict(item.split("=", 1) for item in m.sets)
+    assert stated["model.mtp_layers"] == "0"
+    assert not any("multi-token" in a for a in m.assumptions)
+    assert stated["parallelism.first_stage_layers"] == str(first)
+    other = _sets(engine, _moe_row(model=shape, parallel=parallel, precision="mxfp8",
+                                   hardware=_Replace({"gpu": "B200", "count": 256}),
+                                   batch={"global_batch_sequences": 4096}))
+    assert "model.mtp_layers" not in other  # another stack: no recipe applies
+
+
 def test_wall_clock_targets_are_compared_at_the_steady_state_share(engine, tmp_path):
     """A run timed over its whole wall-clock life (interruptions included) is compared with
     the steady-state step by the goodput share the formulas give for its GPU count."""

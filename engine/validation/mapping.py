@@ -372,9 +372,12 @@ class Mapper:
     # -- conventions and the run's own settings --------------------------------------------------
     def frameworks(self) -> None:
         """Each framework convention whose conditions hold sets its keys."""
+        own = {target: item.plain() for target, item, _ in self._own_fields()
+               if target is not None}
         for rule in self.conv.frameworks:
-            # the config as the run gives it: a knob it leaves out is not a condition's value
-            stated = {k: v for k, v in self.sets.items() if k not in self.unknown}
+            # the config as the run gives it: a knob it leaves out is not a condition's value,
+            # and a field the run states itself (read below) is one, so `unset` does not fire
+            stated = {**own, **{k: v for k, v in self.sets.items() if k not in self.unknown}}
             if not holds(rule.when, self.texts, stated):
                 continue
             sets = {k: v for k, v in rule.sets.items() if k in self.known}
@@ -390,6 +393,18 @@ class Mapper:
     def pass_through(self) -> None:
         """Fields of the run a loaded formula reads, under their config key; the others are
         listed as ignored. A run's own value always wins over a convention."""
+        for target, item, written in self._own_fields():
+            if target is None:
+                self.notes.append(f"{written} ignored (no loaded formula reads it)")
+                continue
+            value = self.value_for(target, item.value, written)
+            if value is not None:
+                self.sets[target] = value
+
+    def _own_fields(self) -> list[tuple[str | None, Any, str]]:
+        """The run's fields outside those read explicitly: (config key a loaded formula
+        reads, or None; the field; its name as written)."""
+        out: list[tuple[str | None, Any, str]] = []
         for section, prefixes in PASS_THROUGH.items():
             for key, item in self.row.section(section).items():
                 if "." in key or (section == "model" and key in MODEL_FIELDS) \
@@ -400,12 +415,8 @@ class Mapper:
                 target = next((f"{p}.{key}" for p in prefixes if f"{p}.{key}" in self.known),
                               None)
                 written = self.row.written.get(f"{section}.{key}", f"{section}.{key}")
-                if target is None or target in RESERVED_KEYS:
-                    self.notes.append(f"{written} ignored (no loaded formula reads it)")
-                    continue
-                value = self.value_for(target, item.value, written)
-                if value is not None:
-                    self.sets[target] = value
+                out.append((None if target in RESERVED_KEYS else target, item, written))
+        return out
 
     def value_for(self, key: str, value: Any, written: str) -> Any:
         """A run's value for an input as the input takes it: on/off for a share (the
