@@ -236,6 +236,9 @@ def test_a_document_mask_without_a_length_is_noted_not_guessed(engine):
                for a in m.assumptions)
     plain = _map(engine, _row())
     assert not any("document" in a for a in plain.assumptions)
+    odd = _map(engine, _row(notes="document mask, mean document length 1.2.3 tokens"))
+    assert "training.document_length" not in dict(i.split("=", 1) for i in odd.sets)
+    assert any(a.startswith("document mask stated without") for a in odd.assumptions)
 
 
 def test_moe_rows_map_to_the_plugin_keys(engine):

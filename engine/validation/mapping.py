@@ -15,6 +15,7 @@ Nothing here is tuned per run: the mapping never reads a run's `measured`, `deri
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -356,9 +357,12 @@ class Mapper:
         found = DOC_LENGTH.search(text)
         if found and "training.document_length" in self.known:
             digits = found.group(1).replace(",", "").rstrip(".")
-            length = float(digits) * (1024 if found.group(2) else 1)
+            try:
+                length = float(digits) * (1024 if found.group(2) else 1)
+            except ValueError:  # "1.2.3": not a length; the mask is noted below
+                length = 0.0
             length = int(length) if length.is_integer() else length
-            if length > 0:
+            if 0 < length < math.inf:
                 self.sets["training.document_length"] = length
                 self.notes.append(f"document mask: mean document length {length:g} tokens "
                                   f"(read from '{found.group(0).strip()}')")
