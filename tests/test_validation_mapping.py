@@ -241,6 +241,28 @@ def test_a_document_mask_without_a_length_is_noted_not_guessed(engine):
     assert any(a.startswith("document mask stated without") for a in odd.assumptions)
 
 
+@pytest.mark.parametrize("field, value, comm", [
+    ("cp_comm_type", "a2a", "a2a"),                      # Megatron-LM --cp-comm-type
+    ("cp_comm_type", "all_gather", "allgather"),
+    ("cp_comm_type", "a2a+p2p", "p2p"),                  # hierarchical: a ring across groups
+    ("context_parallel_rotate_method", "alltoall", "a2a"),  # torchtitan
+    ("cp_method", "all-gather of K and V before attention (exposed)", "allgather"),
+])
+def test_context_parallel_exchange_in_the_spellings_runs_use(engine, field, value, comm):
+    row = _row(parallel={"pp": 1, "dp": 32, "cp": 2, field: value}, model={"seq_len": 8192})
+    m = _map(engine, row)
+    assert dict(i.split("=", 1) for i in m.sets)["parallelism.cp_comm"] == comm
+
+
+def test_a_sentence_naming_two_choices_is_not_guessed(engine):
+    row = _row(parallel={"pp": 1, "dp": 32, "cp": 2, "cp_comm_type": "ring or all-gather"},
+               model={"seq_len": 8192})
+    m = _map(engine, row)
+    assert "parallelism.cp_comm" not in dict(i.split("=", 1) for i in m.sets)
+    assert any("cp_comm_type" in a and "ignored" in a and "the model's default" in a
+               for a in m.assumptions)
+
+
 def test_moe_rows_map_to_the_plugin_keys(engine):
     if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
         pytest.skip("the moe plugin is not loaded")

@@ -445,8 +445,13 @@ class Mapper:
         if kind == "choice":
             labels = {label for label, _ in d.choices}
             word = str(value).strip().lower()
-            label = word if word in labels else \
-                self.conv.choices.get(key, {}).get(re.sub(r"[\s-]+", "_", word))
+            spellings = self.conv.choices.get(key, {})
+            label = word if word in labels else spellings.get(re.sub(r"[\s-]+", "_", word))
+            if label is None:  # a sentence: the one choice it names ("all-gather of K and V")
+                words = re.sub(r"[\s-]+", "_", word)
+                named = {lab for sp, lab in {**{x: x for x in labels}, **spellings}.items()
+                         if re.search(rf"(?<![a-z0-9]){re.escape(sp)}(?![a-z0-9])", words)}
+                label = named.pop() if len(named) == 1 else None
             if label in labels:
                 return label
         else:
@@ -455,8 +460,8 @@ class Mapper:
             number = _parse_quantity_text(value, d.unit) if isinstance(value, str) else value
             if d.domain.problem(number) is None:
                 return value  # as written: a unit ('2.4 TB/s') is read by the config stage
-        self.notes.append(f"{written} = {value!r} ignored: {key} {self._wants(d)}; the "
-                          "model's default")
+        kept = f"kept {key} = {self.sets[key]}" if key in self.sets else "the model's default"
+        self.notes.append(f"{written} = {value!r} ignored: {key} {self._wants(d)}; {kept}")
         return None
 
     @staticmethod
