@@ -254,6 +254,14 @@ def test_context_parallel_exchange_in_the_spellings_runs_use(engine, field, valu
     assert dict(i.split("=", 1) for i in m.sets)["parallelism.cp_comm"] == comm
 
 
+@pytest.mark.parametrize("field", ["swiglu", "gated_linear_unit", "glu"])
+@pytest.mark.parametrize("flag", [True, False])
+def test_the_gated_mlp_under_megatron_names(engine, field, flag):
+    m = _map(engine, _row(model={field: flag}))
+    assert dict(i.split("=", 1) for i in m.sets)["model.glu"] == str(flag).lower()
+    assert not any("ignored" in a and field in a for a in m.assumptions)
+
+
 def test_a_sentence_naming_two_choices_is_not_guessed(engine):
     row = _row(parallel={"pp": 1, "dp": 32, "cp": 2, "cp_comm_type": "ring or all-gather"},
                model={"seq_len": 8192})
