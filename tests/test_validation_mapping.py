@@ -262,6 +262,35 @@ def test_the_gated_mlp_under_megatron_names(engine, field, flag):
     assert not any("ignored" in a and field in a for a in m.assumptions)
 
 
+def test_deepspeed_torchtitan_and_maxtext_spellings(engine):
+    """A DeepSpeed config's batch and ZeRO block, torchtitan's shard degree, checkpointing
+    block and compile switch, and MaxText's model and FSDP names are read, not dropped."""
+    ds = _sets(engine, _row(parallel=_Replace({"tensor_model_parallel_size": 1,
+                                               "zero_optimization": {"stage": 3}}),
+                            hardware=_Replace({"gpu": "A100-SXM4-80GB", "count": 64}),
+                            batch=_Replace({"train_micro_batch_size_per_gpu": 4,
+                                            "gradient_accumulation_steps": 2})))
+    assert (ds["parallelism.zero"], ds["training.micro_batch"], ds["training.global_batch"]) \
+        == ("3", "4", str(4 * 2 * 64))
+    tt = _sets(engine, _row(parallel=_Replace({"data_parallel_shard_degree": -1,
+                                               "activation_checkpoint": {"mode": "full"}}),
+                            training={"compile": True}, source="pytorch/torchtitan benchmarks",
+                            batch=_Replace({"local_batch_size": 2})))
+    assert (tt["parallelism.zero"], tt["training.recompute"], tt["training.fused_elementwise"]) \
+        == ("3", "full", "true")
+    one = _sets(engine, _row(parallel=_Replace({"data_parallel_shard_degree": 1})))
+    assert one["parallelism.zero"] == "1"  # a shard degree of 1 is not FSDP
+    mt = _sets(engine, _row(model=_Replace({"base_num_decoder_layers": 32, "base_emb_dim": 4096,
+                                            "base_num_query_heads": 32, "base_num_kv_heads": 8,
+                                            "base_mlp_dim": 14336, "vocab_size": 128256,
+                                            "max_target_length": 8192}),
+                            parallel=_Replace({"ici_fsdp_parallelism": 8, "remat_policy": "full"}),
+                            batch=_Replace({"per_device_batch_size": 2})))
+    assert (mt["model.layers"], mt["model.hidden"], mt["model.kv_heads"], mt["training.seq_len"],
+            mt["parallelism.zero"], mt["training.recompute"]) == ("32", "4096", "8", "8192",
+                                                                    "3", "full")
+
+
 def test_a_sentence_naming_two_choices_is_not_guessed(engine):
     row = _row(parallel={"pp": 1, "dp": 32, "cp": 2, "cp_comm_type": "ring or all-gather"},
                model={"seq_len": 8192})

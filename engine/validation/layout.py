@@ -55,6 +55,8 @@ def layout(m: Mapper) -> None:
         notes.append("sp not given: on (tp > 1)")
     sets["parallelism.sp"] = sp if sp is not None else tp > 1
     fsdp = (row.text("parallel.fsdp") or "").lower()
+    if re.fullmatch(r"-?\d+", fsdp.strip()):  # a shard degree (torchtitan: -1 = every rank left)
+        fsdp = "" if int(fsdp) in (0, 1) else "full_shard"
     zero = row.integer("parallel.zero", 0)
     if zero is None and fsdp not in ("", "false", "no", "none", "no_shard"):
         zero = 2 if "grad_op" in fsdp else 3
@@ -112,6 +114,12 @@ def batch(m: Mapper) -> None:
     gbs = row.integer("batch.global_batch", 1)
     local = row.integer("batch.local_batch", 1)
     tokens = row.integer("batch.global_batch_tokens", 1)
+    accum = row.integer("batch.grad_accum", 1)
+    per_pass = micro if micro is not None else local
+    if gbs is None and accum is not None and per_pass is not None:
+        gbs = per_pass * accum * dp
+        notes.append(f"global batch: micro-batch {per_pass} x accumulation {accum} x dp {dp} = "
+                     f"{gbs}")
     if gbs is None and tokens is not None:
         gbs = max(1, round(tokens / sets["training.seq_len"]))
         notes.append(f"global batch of {tokens} tokens: {gbs} sequences")

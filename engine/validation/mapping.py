@@ -74,7 +74,7 @@ INTEGERS = {**{f"model.{k}": 1 for k in ("layers", "hidden", "heads", "kv_heads"
             **{f"parallel.{k}": 1 for k in ("tp", "pp", "dp", "cp", "ep", "etp")},
             "parallel.zero": 0, "hardware.count": 1, "hardware.gpus_per_node": 1,
             **{f"batch.{k}": 1 for k in ("global_batch", "micro_batch", "local_batch",
-                                         "global_batch_tokens")},
+                                         "global_batch_tokens", "grad_accum")},
             **{f"moe.{k}": 0 for k in ("experts", "top_k", "expert_ffn_hidden",
                                        "shared_experts", "first_dense_layers",
                                        "max_nodes_per_token")},
