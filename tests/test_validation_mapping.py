@@ -291,6 +291,23 @@ def test_deepspeed_torchtitan_and_maxtext_spellings(engine):
                                                                     "3", "full")
 
 
+def test_megatron_moe_layer_pattern_and_shared_width(engine):
+    """'([0]*1+[1]*26)' is one leading dense layer and MoE after it; Megatron-LM's shared-expert
+    width is n_shared x the expert width; a pattern too long for any model is not expanded."""
+    if not has_moe(engine):
+        pytest.skip("the moe plugin is not loaded")
+    row = _moe_row(model={"layers": 27, "moe_layer_freq": "([0]*1+[1]*26)",
+                          "moe_ffn_hidden_size": 1408,
+                          "moe_shared_expert_intermediate_size": 2816})
+    m = _map(engine, row)
+    got = dict(i.split("=", 1) for i in m.sets)
+    assert (got["moe.first_dense_layers"], got["moe.moe_every"], got["moe.shared_experts"]) == (
+        "1", "1", "2")
+    assert not any("shared_expert" in a and "ignored" in a for a in m.assumptions)
+    huge = _moe_row(model={"layers": 27, "moe_layer_freq": "[1]*99999999999"})
+    assert huge.get("moe.moe_every").value == "[1]*99999999999"  # left as written, not expanded
+
+
 def test_a_sentence_naming_two_choices_is_not_guessed(engine):
     row = _row(parallel={"pp": 1, "dp": 32, "cp": 2, "cp_comm_type": "ring or all-gather"},
                model={"seq_len": 8192})

@@ -63,6 +63,7 @@ PARALLEL_FIELDS = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "zero", "fs
 HARDWARE_FIELDS = {"gpu", "node", "count", "gpus_per_node", "interconnect"}
 MOE_FIELDS = ("experts", "top_k", "expert_ffn_hidden", "shared_experts", "first_dense_layers",
               "moe_every", "capacity_factor", "max_nodes_per_token")
+MOE_READ = {"shared_expert_ffn_hidden"}  # read by Mapper._shared_width
 PASS_THROUGH = {"model": ("model", "mla", "moe"), "mla": ("mla",), "moe": ("moe",),
                 "parallel": ("parallelism",), "training": ("training",),
                 "hardware": ("hardware",)}
@@ -292,9 +293,23 @@ class Mapper:
                 self.sets[key] = int(value) if value == int(value) else value
             else:
                 self.notes.append(f"{key} ignored (the loaded MoE formulas do not read it)")
+        self._shared_width(values)
         if ep is None:
             self.unknown["parallelism.ep"] = "expert parallelism not given"
         self._expert_tp(ep)
+
+    def _shared_width(self, values: dict[str, Any]) -> None:
+        """Megatron-LM gives the shared experts as one width (n_shared x the expert width):
+        their count, when the run does not give it."""
+        width = self.row.number("moe.shared_expert_ffn_hidden")
+        expert = values.get("moe.expert_ffn_hidden")
+        if width is None or values.get("moe.shared_experts") is not None:
+            return
+        if expert and width > 0 and "moe.shared_experts" in self.known:
+            count = max(1, round(width / expert))
+            self.sets["moe.shared_experts"] = count
+            self.notes.append(f"shared experts: width {width:g} = {count} x the expert width "
+                              f"{expert:g}")
 
     def _expert_tp(self, ep: int | None) -> None:
         etp = self.row.integer("parallel.etp", 1)
@@ -414,7 +429,7 @@ class Mapper:
                 if "." in key or (section == "model" and key in MODEL_FIELDS) \
                         or (section == "parallel" and key in PARALLEL_FIELDS) \
                         or (section == "hardware" and key in HARDWARE_FIELDS) \
-                        or (section == "moe" and key in MOE_FIELDS):
+                        or (section == "moe" and (key in MOE_FIELDS or key in MOE_READ)):
                     continue
                 target = next((f"{p}.{key}" for p in prefixes if f"{p}.{key}" in self.known),
                               None)

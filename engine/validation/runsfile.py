@@ -120,7 +120,9 @@ class Row:
         if item.value is None:
             return
         if key == "moe.moe_every":
-            item = _layer_frequency(item)
+            item, dense = _layer_frequency(item)
+            if dense:  # '([0]*3+[1]*58)': the leading dense layers, then every layer MoE
+                self._put("moe.first_dense_layers", Located(dense, item.line), written)
         if key in self.fields:
             first = self.fields[key]
             if first.plain() != item.plain():
@@ -224,21 +226,38 @@ def _as_number(value: Any) -> float | None:
 _PATTERN = re.compile(r"^\s*\[([\d\s,]+)\]\s*(?:\*\s*(\d+))?\s*$")
 
 
-def _layer_frequency(item: Located) -> Located:
-    """Megatron-LM's --moe-layer-freq written as a pattern ('[0, 1] * 24', or a list of 0/1 per
-    layer, 1 = MoE) as the period the model takes (moe_every: a MoE layer every n layers);
-    anything else as written."""
+def _layer_frequency(item: Located) -> tuple[Located, int]:
+    """Megatron-LM's --moe-layer-freq written as a pattern ('[0, 1] * 24', '([0]*3+[1]*58)', or
+    a list of 0/1 per layer, 1 = MoE) as the period the model takes (moe_every: a MoE layer every
+    n layers) and, for leading dense layers followed by MoE layers only, their count; anything
+    else as written (0 dense layers)."""
     value = item.value
+    pattern: list[int] | None = None
     if isinstance(value, list) and all(isinstance(v, Located) for v in value):
         pattern = [v.value for v in value]
-    elif isinstance(value, str) and (m := _PATTERN.match(value)):
-        pattern = [int(x) for x in m.group(1).replace(",", " ").split()]
-    else:
-        return item
+    elif isinstance(value, str):
+        pattern = _expand_pattern(value)
     if not pattern or any(v not in (0, 1) for v in pattern) or 1 not in pattern:
-        return item
+        return item, 0
+    dense = pattern.index(1)
+    if dense and all(v == 1 for v in pattern[dense:]):
+        return Located(1, item.line), dense
     ones = [i for i, v in enumerate(pattern) if v == 1]
     period = ones[1] - ones[0] if len(ones) > 1 else len(pattern)
     if any(b - a != period for a, b in zip(ones, ones[1:])):
-        return item  # not periodic: left for the mapping to refuse with its line
-    return Located(period, item.line)
+        return item, 0  # not periodic: left for the mapping to refuse with its line
+    return Located(period, item.line), 0
+
+
+def _expand_pattern(text: str) -> list[int] | None:
+    """'[0, 1] * 24' or '([0]*3+[1]*58)' as the list it stands for; None for anything else."""
+    out: list[int] = []
+    for term in text.strip().removeprefix("(").removesuffix(")").split("+"):
+        m = _PATTERN.match(term)
+        if m is None:
+            return None
+        values, times = [int(x) for x in m.group(1).replace(",", " ").split()], int(m.group(2) or 1)
+        if len(out) + len(values) * times > 100_000:  # no model has that many layers
+            return None
+        out += values * times
+    return out
