@@ -308,6 +308,16 @@ def test_megatron_moe_layer_pattern_and_shared_width(engine):
     assert huge.get("moe.moe_every").value == "[1]*99999999999"  # left as written, not expanded
 
 
+@pytest.mark.parametrize("fields, precision", [
+    ({"bf16": True}, "bf16"), ({"fp16": True, "bf16": False}, "fp16"),
+    ({"fp8_format": "hybrid", "bf16": True}, "fp8"), ({"fp8": False, "bf16": True}, "bf16"),
+])
+def test_precision_written_as_switches(engine, fields, precision):
+    row = _row(precision=None, training=fields)
+    got = dict(i.split("=", 1) for i in _map(engine, row).sets)
+    assert got["training.precision"] == precision
+
+
 def test_a_sentence_naming_two_choices_is_not_guessed(engine):
     row = _row(parallel={"pp": 1, "dp": 32, "cp": 2, "cp_comm_type": "ring or all-gather"},
                model={"seq_len": 8192})

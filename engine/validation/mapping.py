@@ -64,6 +64,7 @@ HARDWARE_FIELDS = {"gpu", "node", "count", "gpus_per_node", "interconnect"}
 MOE_FIELDS = ("experts", "top_k", "expert_ffn_hidden", "shared_experts", "first_dense_layers",
               "moe_every", "capacity_factor", "max_nodes_per_token")
 MOE_READ = {"shared_expert_ffn_hidden"}  # read by Mapper._shared_width
+PRECISION_FLAGS = ("fp8", "fp8_format", "fp16", "bf16")  # read by Mapper._precision_flags
 PASS_THROUGH = {"model": ("model", "mla", "moe"), "mla": ("mla",), "moe": ("moe",),
                 "parallel": ("parallelism",), "training": ("training",),
                 "hardware": ("hardware",)}
@@ -346,7 +347,7 @@ class Mapper:
                               "full for the tensors to fit, the others selective -- which "
                               "recomputes nothing under a fused attention kernel -- as a tuned "
                               "run would; no allocator slack)")
-        text = (row.text("precision") or "bf16").strip()
+        text = (row.text("precision") or self._precision_flags() or "bf16").strip()
         found = first_match(self.conv.precisions, text)
         if found is None or found.value is None:
             why = found.note if found is not None else "it is not one of bf16, fp16, fp8, tf32"
@@ -356,6 +357,21 @@ class Mapper:
             self.notes.append(found.note)
         sets["training.flash_attention"] = True
         self.document_mask()
+
+    def _precision_flags(self) -> str | None:
+        """The precision as switches (Hugging Face `bf16: true`, Megatron-LM `--fp16`,
+        `--fp8-format hybrid`), most specific first, when no precision is written."""
+        for flag in PRECISION_FLAGS:
+            for key, item in self.row.fields.items():
+                if key.rsplit(".", 1)[-1] != flag:
+                    continue
+                value = item.plain()
+                on = as_flag(value) if isinstance(value, (bool, str)) else None
+                if on or (on is None and isinstance(value, str) and value.strip()):
+                    self.notes.append(f"precision not written: {self.row.written.get(key, key)}"
+                                      f" = {value!r} read as {flag.split('_')[0]}")
+                    return flag.split("_")[0]
+        return None
 
     def document_mask(self) -> None:
         """A document length given in words (\"mean document length 2,048 tokens\") sets
@@ -429,7 +445,8 @@ class Mapper:
                 if "." in key or (section == "model" and key in MODEL_FIELDS) \
                         or (section == "parallel" and key in PARALLEL_FIELDS) \
                         or (section == "hardware" and key in HARDWARE_FIELDS) \
-                        or (section == "moe" and (key in MOE_FIELDS or key in MOE_READ)):
+                        or (section == "moe" and (key in MOE_FIELDS or key in MOE_READ)) \
+                        or key in PRECISION_FLAGS:
                     continue
                 target = next((f"{p}.{key}" for p in prefixes if f"{p}.{key}" in self.known),
                               None)
