@@ -318,6 +318,15 @@ def test_precision_written_as_switches(engine, fields, precision):
     assert got["training.precision"] == precision
 
 
+def test_the_gpu_count_from_nodes_times_gpus_per_node(engine):
+    row = _row(hardware=_Replace({"gpu": "H100", "nodes": 8, "gpus_per_node": 8}),
+               parallel=_Replace({"tp": 2, "pp": 1}))
+    m = _map(engine, row)
+    got = dict(i.split("=", 1) for i in m.sets)
+    assert (got["hardware.gpus"], got["parallelism.dp"]) == ("64", "32")
+    assert not any("nodes ignored" in a for a in m.assumptions)
+
+
 def test_a_sentence_naming_two_choices_is_not_guessed(engine):
     row = _row(parallel={"pp": 1, "dp": 32, "cp": 2, "cp_comm_type": "ring or all-gather"},
                model={"seq_len": 8192})

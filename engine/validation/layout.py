@@ -36,6 +36,10 @@ def layout(m: Mapper) -> None:
     pp = row.integer("parallel.pp", 1) or 1
     cp = row.integer("parallel.cp", 1) or 1
     count = row.integer("hardware.count", 1)
+    nodes, per_node = row.integer("hardware.nodes", 1), row.integer("hardware.gpus_per_node", 1)
+    if count is None and nodes is not None and per_node is not None:
+        count = nodes * per_node
+        notes.append(f"GPU count: {nodes} nodes x {per_node} GPUs per node = {count}")
     dp = row.integer("parallel.dp", 1)
     if dp is None:
         if count is None:

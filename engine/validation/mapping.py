@@ -60,7 +60,7 @@ MODEL_FIELDS = {"layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", 
                 "linear_bias", "position_embedding", "name"}
 PARALLEL_FIELDS = {"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "zero", "fsdp",
                    "recompute", "pp_schedule"}
-HARDWARE_FIELDS = {"gpu", "node", "count", "gpus_per_node", "interconnect"}
+HARDWARE_FIELDS = {"gpu", "node", "count", "gpus_per_node", "interconnect", "nodes"}
 MOE_FIELDS = ("experts", "top_k", "expert_ffn_hidden", "shared_experts", "first_dense_layers",
               "moe_every", "capacity_factor", "max_nodes_per_token")
 MOE_READ = {"shared_expert_ffn_hidden"}  # read by Mapper._shared_width
@@ -75,6 +75,7 @@ INTEGERS = {**{f"model.{k}": 1 for k in ("layers", "hidden", "heads", "kv_heads"
                                          "vocab", "seq_len", "head_dim")},
             **{f"parallel.{k}": 1 for k in ("tp", "pp", "dp", "cp", "ep", "etp")},
             "parallel.zero": 0, "hardware.count": 1, "hardware.gpus_per_node": 1,
+            "hardware.nodes": 1,
             **{f"batch.{k}": 1 for k in ("global_batch", "micro_batch", "local_batch",
                                          "global_batch_tokens", "grad_accum")},
             **{f"moe.{k}": 0 for k in ("experts", "top_k", "expert_ffn_hidden",
