@@ -293,7 +293,9 @@ def holds(when: dict[str, Any], texts: dict[str, str], config: dict[str, Any]) -
         elif key == "config":
             for ckey, want in cond.items():
                 wanted = want if isinstance(want, list) else [want]
-                if not any(_same(config.get(ckey), w) for w in wanted):
+                # null among the values: the run does not give the key
+                if not any(ckey not in config if w is None else _same(config.get(ckey), w)
+                           for w in wanted):
                     return False
         elif key.startswith("not_"):
             if cond.search(texts[key[4:]]):
