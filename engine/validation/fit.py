@@ -181,6 +181,14 @@ def points(family: Family) -> list[dict[str, float]]:
     return out
 
 
+def objective(predict: Predictor, runs: list[FitRun], point: dict[str, float], clip: float,
+              families: dict[str, dict[str, float]] | None = None) -> float:
+    """The mean over `runs` of |log(predicted / target)|, each term clipped at `clip`; each run
+    predicted at its family's figures in `families` (if given) overlaid with `point`."""
+    return sum(min(abs(math.log(predict(r, {**(families or {}).get(r.family or "", {}), **point})
+                                / r.target)), clip) for r in runs) / len(runs)
+
+
 def fit_family(predict: Predictor, runs: list[FitRun], family: Family,
                clip: float) -> tuple[dict[str, float], float] | None:
     """The grid point with the lowest objective over `runs` (the family's own), or None."""
@@ -189,10 +197,9 @@ def fit_family(predict: Predictor, runs: list[FitRun], family: Family,
         return None
     best: tuple[float, dict[str, float]] | None = None
     for point in points(family):
-        objective = sum(min(abs(math.log(predict(r, point) / r.target)), clip)
-                        for r in mine) / len(mine)
-        if best is None or objective < best[0]:
-            best = (objective, point)
+        value = objective(predict, mine, point, clip)
+        if best is None or value < best[0]:
+            best = (value, point)
     assert best is not None
     return best[1], best[0]
 
@@ -215,11 +222,9 @@ def fit_framework(predict: Predictor, runs: list[FitRun], figures: dict[str, dic
         best: tuple[float, float] | None = None
         for value in figure.grid:
             trial = {**point, figure.key: value}
-            objective = sum(min(abs(math.log(predict(r, {**figures.get(r.family or "", {}),
-                                                         **trial}) / r.target)), clip)
-                            for r in mine) / len(mine)
-            if best is None or objective < best[0]:
-                best = (objective, value)
+            score = objective(predict, mine, trial, clip, figures)
+            if best is None or score < best[0]:
+                best = (score, value)
         assert best is not None
         point[figure.key] = best[1]
     return point
