@@ -479,9 +479,9 @@ class Mapper:
             labels = {label for label, _ in d.choices}
             word = str(value).strip().lower()
             spellings = self.conv.choices.get(key, {})
-            label = word if word in labels else spellings.get(re.sub(r"[\s-]+", "_", word))
+            words = re.sub(r"[\s-]+", "_", word)
+            label = word if word in labels else spellings.get(words)
             if label is None:  # a sentence: the one choice it names ("all-gather of K and V")
-                words = re.sub(r"[\s-]+", "_", word)
                 named = {lab for sp, lab in {**{x: x for x in labels}, **spellings}.items()
                          if re.search(rf"(?<![a-z0-9]){re.escape(sp)}(?![a-z0-9])", words)}
                 label = named.pop() if len(named) == 1 else None
