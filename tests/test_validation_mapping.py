@@ -392,6 +392,17 @@ def test_nvidia_performance_recipes_reduce_gradients_in_bf16(engine, source, gra
     assert _sets(engine, _row(source=source)).get("training.grad_bytes") == grad_bytes
 
 
+def test_a_recipe_named_in_the_notes_is_the_stack_unless_the_run_is_a_paper_s_own(engine):
+    # MLPerf rows name the NeMo implementation they ran in their notes; a paper's run that
+    # cites a benchmark repository for one number (Nemotron-4 15B's FFN width) did not run it
+    mlperf = _row(source="MLCommons MLPerf Training 5.0 results",
+                  notes="Step time is the logged train_step_time (NeMo callback)")
+    paper = _row(source="Parmar et al. 2024, Nemotron-4 15B Technical Report, arXiv:2402.16819",
+                 notes="FFN 24576 is not in the paper: NVIDIA dgxc-benchmarking gives it")
+    assert _sets(engine, mlperf).get("training.grad_bytes") == "2"
+    assert _sets(engine, paper).get("training.grad_bytes") is None
+
+
 def test_moe_rows_without_the_plugin_are_skipped():
     from dlformula.core import Engine
     from dlformula.resources import builtin_folders
