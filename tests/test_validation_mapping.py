@@ -392,6 +392,18 @@ def test_nvidia_performance_recipes_reduce_gradients_in_bf16(engine, source, gra
     assert _sets(engine, _row(source=source)).get("training.grad_bytes") == grad_bytes
 
 
+def test_a_megatron_lm_baseline_runs_the_commit_it_names(engine):
+    # MegaScale's baseline: Megatron-LM at 285068c8 (January 2023) overlapped no DP or
+    # pipeline communication; a run naming no such commit keeps the overlaps
+    keys = ("parallelism.overlap_grad_reduce", "parallelism.overlap_param_gather",
+            "parallelism.overlap_p2p_comm")
+    old = _sets(engine, _row(source="Jiang et al. 2024, MegaScale, arXiv:2402.15627",
+                             notes="Megatron-LM baseline at commit 285068c8"))
+    assert [old.get(k) for k in keys] == ["false"] * 3
+    current = _sets(engine, _row(source="Jiang et al. 2024, MegaScale, arXiv:2402.15627"))
+    assert not any(k in current for k in keys)
+
+
 def test_a_recipe_named_in_the_notes_is_the_stack_unless_the_run_is_a_paper_s_own(engine):
     # MLPerf rows name the NeMo implementation they ran in their notes; a paper's run that
     # cites a benchmark repository for one number (Nemotron-4 15B's FFN width) did not run it
