@@ -88,3 +88,32 @@ def test_every_hardware_figure_has_a_source(engine):
         node = engine.catalog.node(node_id)
         assert node.specs, node_id
         assert all(s.source.strip() for s in node.specs.values()), node_id
+
+
+def test_hardware_catalog_table_matches_the_node_files():
+    """docs/hardware.md's catalog table gives each node file's figures (fitted ones drift)."""
+    import yaml
+
+    columns = {"BF16 TFLOP/s": "peak_flops_bf16", "FP8 TFLOP/s": "peak_flops_fp8",
+               "HBM TB/s": "hbm_bandwidth", "scale-up GB/s": "scaleup_bandwidth",
+               "scale-out GB/s": "scaleout_bandwidth", "TDP W": "tdp",
+               "USD/h": "price_per_gpu_hour", "GEMM eff.": "gemm_efficiency",
+               "attn eff.": "attention_efficiency", "coll. eff.": "collective_efficiency"}
+    lines = (ROOT / "docs" / "hardware.md").read_text(encoding="utf-8").splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("| id |"))
+    names = [c.strip() for c in lines[head].strip("|").split("|")]
+    rows = {}
+    for line in lines[head + 2:]:
+        if not line.startswith("| `"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = dict(zip(names, cells))
+    files = sorted((ROOT / "hardware").glob("*.yaml"))
+    assert sorted(rows) == [f.stem for f in files]
+    for f in files:
+        specs = yaml.safe_load(f.read_text(encoding="utf-8"))["specs"]
+        for column, key in columns.items():
+            cell = rows[f.stem][column].rstrip("*†‡")
+            shown = 0.0 if cell == "-" else float(cell)
+            # Shown to 3-4 significant figures.
+            assert shown == pytest.approx(float(specs[key]["value"]), rel=5e-3), (f.stem, column)

@@ -249,3 +249,25 @@ def test_fsdp_under_pipeline_parallelism_syncs_once_per_step(engine):
     assert flat["zero3_syncs_per_step"] == m
     assert flat["zero3_gather_time"] == pytest.approx(
         2 * m * flat["layers_per_stage"] * flat["zero3_layer_gather_time"])
+
+
+def test_a_part_that_sustains_a_higher_tensor_rate_scales_its_family_s_gemm_figure(engine):
+    # GB300 and GB200 share datasheet peaks (5,000 TFLOP/s FP8 dense) and the Blackwell
+    # family's fitted figure; Azure's cuBLASLt benchmark measures GB300 at 1.14x GB200.
+    fp8 = {"training.precision": "fp8", "hardware.gpus": 64, "parallelism.tp": 4,
+           "parallelism.pp": 8, "parallelism.dp": 2}
+    gb200 = engine.evaluate(GPT3, {**fp8, "hardware.node": "gb200-nvl72"})
+    gb300 = engine.evaluate(GPT3, {**fp8, "hardware.node": "gb300-nvl72"})
+    assert gb200["tensor_rate_ratio"] == 1 and gb300["tensor_rate_ratio"] == 1.14
+    assert gb300["gemm_efficiency"] == gb200["gemm_efficiency"]
+    assert gb300["achievable_flops"] == pytest.approx(5000e12 * gb200["gemm_efficiency"] * 1.14)
+    assert gb200["achievable_flops"] == pytest.approx(5000e12 * gb200["gemm_efficiency"])
+    # The LM head stays in BF16 under FP8 recipes, at the same sustained-rate gain.
+    bf16_rate = 2500e12 * gb200["gemm_efficiency"] * 1.14
+    assert gb300["logits_achievable_flops"] == pytest.approx(bf16_rate)
+    # Attention is not a GEMM: its figure is the family's on both parts.
+    assert gb300["attention_kernel_efficiency"] == gb200["attention_kernel_efficiency"]
+    # The product never claims more than the peak.
+    capped = engine.evaluate(GPT3, {**fp8, "hardware.node": "gb300-nvl72",
+                                    "hardware.gemm_efficiency": 0.95})
+    assert capped["gemm_peak_efficiency"] == 1
