@@ -271,3 +271,35 @@ def test_a_part_that_sustains_a_higher_tensor_rate_scales_its_family_s_gemm_figu
     capped = engine.evaluate(GPT3, {**fp8, "hardware.node": "gb300-nvl72",
                                     "hardware.gemm_efficiency": 0.95})
     assert capped["gemm_peak_efficiency"] == 1
+
+
+def test_jax_save_qkv_proj_recomputes_only_what_the_backward_reads(engine):
+    # MaxText's remat policy keeps Q, K and V; JAX dead-code-eliminates the recomputation down
+    # to what the backward needs, so the MLP's output projection is not run again.
+    llama = str(EXAMPLES / "llama3-70b.yaml")
+    r = engine.evaluate(llama, {"training.recompute": "save_qkv_proj"})
+    full = engine.evaluate(llama, {"training.recompute": "full"})
+    assert r["layer_recompute_time"] == pytest.approx(
+        r["layer_forward_time"] - r["gemm_qkv_time"] - r["gemm_mlp_down_time"])
+    assert r["layer_recompute_time"] < full["layer_recompute_time"] == full["layer_forward_time"]
+    # It keeps the layer input and the Q, K, V projections (one micro-batch's tokens each).
+    tokens, tp = r["microbatch_tokens"], r["tp"]
+    kept = tokens * r["hidden"] * 2 / r["sp_degree"] + tokens * 2 * r["qkv_width"] / tp
+    assert r["act_per_layer"] == pytest.approx(kept)
+    # Under TP with SP the recomputed forward repeats two collectives (the attention output's
+    # reduce-scatter and the MLP input's all-gather), not full recompute's four.
+    assert r["recompute_tp_collectives"] == 2 and full["recompute_tp_collectives"] == 4
+    # Hardware FLOPs: the forward without the QKV and MLP output projections, per layer.
+    per_layer = 2 * (r["attention_out_params"] + r["hidden"] * r["mlp_up_width"]) \
+        + 2 * r["attention_span"] * (r["q_width"] + r["value_width"])
+    assert r["recompute_flops_per_token"] == pytest.approx(r["layers"] * per_layer, rel=1e-9)
+    # A MoE layer: the experts' down projection is the part not recomputed, and the tokens
+    # are dispatched again (their combine follows the skipped projection).
+    moe = engine.evaluate(str(EXAMPLES / "deepseek-v3-h800.yaml"),
+                          {"training.recompute": "save_qkv_proj"})
+    down = (moe["expert_gemm_time"] + moe["shared_expert_time"]) * moe["expert_ffn_size"] \
+        / (moe["expert_up_width"] + moe["expert_ffn_size"])
+    share = moe["moe_layer_share"]
+    assert moe["mlp_output_projection_time"] == pytest.approx(
+        moe["gemm_mlp_down_time"] + share * (down - moe["gemm_mlp_down_time"]))
+    assert moe["ep_a2a_count"] == 5

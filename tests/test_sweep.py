@@ -328,7 +328,8 @@ def test_cli_output_file(run, tmp_path):
      "error: --vary 'parallelism.tp': write KEY=VALUES, e.g. --vary parallelism.tp=1,2,4,8 or "
      "training.micro_batch=1..8"),
     (["--vary", "training.recompute=none,ful"],
-     "error: --vary training.recompute=ful: must be one of none, selective, full, op, auto"),
+     "error: --vary training.recompute=ful: must be one of none, selective, full, op, auto, "
+     "save_qkv_proj"),
     (["--vary", "parallelism.tp=1", "--vary", "parallelism.tp=2"],
      "error: --vary parallelism.tp: the key is given twice; list all its values once"),
     (["--vary", "hardware.node=h100,b200"],

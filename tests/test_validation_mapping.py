@@ -196,7 +196,8 @@ def test_four_bit_training_is_skipped(engine):
     ("full", "full"), ("full (uniform, 1 layer)", "full"), (True, "full"), ("block", "full"),
     ("selective", "selective"), ("selective (attention core)", "selective"), ("op", "op"),
     ("none", "none"), (False, "none"), ("no", "none"), ("unknown", "auto"),
-    ("custom remat policy save_qkv_proj (everything else recomputed)", "full")])
+    ("custom remat policy save_qkv_proj (everything else recomputed)", "save_qkv_proj"),
+    ("save_out_proj", "full")])
 def test_recompute_spellings(engine, text, recompute):
     m = _map(engine, _row(parallel={"recompute": text}))
     c = dict(item.split("=", 1) for item in m.sets)
