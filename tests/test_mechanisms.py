@@ -289,6 +289,11 @@ def test_jax_save_qkv_proj_recomputes_only_what_the_backward_reads(engine):
     # Under TP with SP the recomputed forward repeats two collectives (the attention output's
     # reduce-scatter and the MLP input's all-gather), not full recompute's four.
     assert r["recompute_tp_collectives"] == 2 and full["recompute_tp_collectives"] == 4
+    # torchtitan's per-op policy saves reduce-scatter outputs but not all-gather outputs, so
+    # the two input all-gathers of the matmuls it recomputes run again.
+    op = engine.evaluate(llama, {"training.recompute": "op"})
+    assert op["recompute_tp_collectives"] == 2
+    assert op["tp_comm_per_layer"] == pytest.approx(10 * op["tp_collective_time"])
     # Hardware FLOPs: the forward without the QKV and MLP output projections, per layer.
     per_layer = 2 * (r["attention_out_params"] + r["hidden"] * r["mlp_up_width"]) \
         + 2 * r["attention_span"] * (r["q_width"] + r["value_width"])
