@@ -387,10 +387,27 @@ def test_expert_tp_falls_back_to_one_when_tp_times_ep_does_not_fit(engine):
     ("NVIDIA NeMo docs, performance_summary.md (NeMo 24.07)", "2"),
     ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", "2"),
     ("NVIDIA/dgxc-benchmarking llama3.1/README.md", "2"),
-    ("NVIDIA NeMo AutoModel docs/performance-summary.md", None),
     ("pytorch/torchtitan benchmarks", None)])
 def test_nvidia_performance_recipes_reduce_gradients_in_bf16(engine, source, grad_bytes):
     assert _sets(engine, _row(source=source)).get("training.grad_bytes") == grad_bytes
+
+
+@pytest.mark.parametrize("source", ["NVIDIA NeMo AutoModel docs/performance-summary.md",
+                                    "NVIDIA-NeMo/Automodel docs/performance-summary.md"])
+def test_nemo_automodel_is_fsdp2_not_the_nvidia_recipes(engine, source):
+    # Dense models take the FSDP2 manager's bf16 reduction; its MoE parallelizer reduces in
+    # fp32 (the model's default). Neither is the Megatron recipes' setting, whatever the spelling.
+    dense = _map(engine, _row(source=source))
+    assert dict(item.split("=", 1) for item in dense.sets)["training.grad_bytes"] == "2"
+    assert any("NeMo AutoModel FSDP2" in a for a in dense.assumptions)
+    assert not any("NVIDIA performance recipe" in a for a in dense.assumptions)
+    if "moe.experts" in {d.config for d in engine.model.inputs.values()}:
+        assert "training.grad_bytes" not in _sets(engine, _moe_row(source=source))
+    # Its attention kernel is the one the row names: FlexAttention is not Transformer Engine's.
+    flex = _sets(engine, _row(source=source, notes="kernels 'TE + DeepEP + FlexAttn'"))
+    assert flex.get("training.attention_kernel") is None
+    te = _sets(engine, _row(source=source, notes="kernels 'TE + DeepEP'"))
+    assert te.get("training.attention_kernel") == "fa3"
 
 
 def test_a_megatron_lm_baseline_runs_the_commit_it_names(engine):
