@@ -443,3 +443,14 @@ def test_auto_recompute_is_ranked_only_where_it_differs_from_the_named_choices(e
                   engine=engine, top=5)
     assert len(only) == 5 and set(only.values("recompute")) == {"auto"}
     assert auto in dict(model.inputs["recompute"].choices).values()
+
+
+def test_a_recommended_recompute_mode_of_one_framework_says_so(engine):
+    r = search(LLAMA, gpus=64, sets=SEED, engine=engine,
+               fix=["training.recompute=save_qkv_proj"])
+    assert any(line.startswith("- recompute=save_qkv_proj is MaxText's JAX remat policy")
+               and "--fix training.recompute=none,selective,full,auto" in line
+               for line in r.recommendation)
+    portable = search(LLAMA, gpus=64, sets=SEED, engine=engine,
+                      fix=["training.recompute=selective,full"])
+    assert not any(line.startswith("- recompute=") for line in portable.recommendation)
