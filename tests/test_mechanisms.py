@@ -308,3 +308,24 @@ def test_jax_save_qkv_proj_recomputes_only_what_the_backward_reads(engine):
     assert moe["mlp_output_projection_time"] == pytest.approx(
         moe["gemm_mlp_down_time"] + share * (down - moe["gemm_mlp_down_time"]))
     assert moe["ep_a2a_count"] == 5
+
+
+def test_consecutive_routing_sends_a_token_across_the_network_once(engine):
+    # NeMo AutoModel's FakeBalancedGate gives token t the experts t*k ... t*k + k - 1: on
+    # DeepSeek-V3 with ep 64 over 8 nodes (32 experts a node) its 8 experts share one node.
+    base = {"parallelism.ep": 64, "parallelism.tp": 1, "parallelism.pp": 16,
+            "parallelism.dp": 128, "moe.max_nodes_per_token": 0, "moe.dispatcher": "deepep"}
+    ds = str(EXAMPLES / "deepseek-v3-h800.yaml")
+    learned = engine.evaluate(ds, base)
+    neighbours = engine.evaluate(ds, {**base, "moe.routing": "consecutive"})
+    domains = learned["ep_domains"]
+    assert domains == 8
+    assert learned["ep_remote_domains_per_token"] == pytest.approx(7 * (1 - (7 / 8) ** 8))
+    assert neighbours["ep_remote_domains_per_token"] == pytest.approx(1 * 7 / 8)
+    # DeepEP sends one network copy per remote node: 7/8 of a copy against 8 * 7/8 routed.
+    assert neighbours["ep_network_copies_share"] == pytest.approx((7 / 8) / (8 * 7 / 8))
+    assert neighbours["ep_a2a_time"] < learned["ep_a2a_time"]
+    # Without per-node forwarding every remote copy crosses the network either way.
+    plain = {**base, "moe.dispatcher": "alltoall"}
+    assert engine.evaluate(ds, {**plain, "moe.routing": "consecutive"})["ep_a2a_time"] \
+        == pytest.approx(engine.evaluate(ds, plain)["ep_a2a_time"])

@@ -408,6 +408,11 @@ def test_nemo_automodel_is_fsdp2_not_the_nvidia_recipes(engine, source):
     assert flex.get("training.attention_kernel") is None
     te = _sets(engine, _row(source=source, notes="kernels 'TE + DeepEP'"))
     assert te.get("training.attention_kernel") == "fa3"
+    # Its benchmark gate routes a token to neighbouring experts.
+    if "moe.routing" in {d.config for d in engine.model.inputs.values()}:
+        gate = _sets(engine, _moe_row(source=source, notes="Mock data, 'fake balanced gate'"))
+        assert gate.get("moe.routing") == "consecutive"
+        assert "moe.routing" not in _sets(engine, _moe_row(source=source))
 
 
 def test_a_megatron_lm_baseline_runs_the_commit_it_names(engine):
