@@ -69,6 +69,8 @@ ABLATIONS = [
      "hardware.node=gb300-nvl72", ["hardware.tensor_rate_ratio=1"]),
     ("MaxText's save_qkv_proj as a full recompute", "training.recompute=save_qkv_proj",
      ["training.recompute=full"]),
+    ("attention at its 128-wide figure for every head width", None,
+     ["hardware.attention_head_exponent=0", "hardware.attention_head_exponent_fa3=0"]),
 ]
 BINS = [(0, 0.02, "< 2%"), (0.02, 0.05, "2-5%"), (0.05, 0.10, "5-10%"), (0.10, 0.12, "10-12%"),
         (0.12, 0.20, "12-20%"), (0.20, float("inf"), "≥ 20%")]

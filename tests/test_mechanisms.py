@@ -329,3 +329,23 @@ def test_consecutive_routing_sends_a_token_across_the_network_once(engine):
     plain = {**base, "moe.dispatcher": "alltoall"}
     assert engine.evaluate(ds, {**plain, "moe.routing": "consecutive"})["ep_a2a_time"] \
         == pytest.approx(engine.evaluate(ds, plain)["ep_a2a_time"])
+
+
+def test_attention_runs_slower_per_flop_on_heads_narrower_than_128(engine):
+    # FlashAttention-3's forward-speed figures on H100: head dim 64 runs at 0.874 of head dim
+    # 128 with FlashAttention-2 and about 0.714 with FlashAttention-3 / cuDNN.
+    h100 = {"hardware.node": "h100-sxm"}
+    wide = engine.evaluate(GPT3, h100)  # 12288 / 96 heads = 128 wide
+    narrow = engine.evaluate(GPT3, {**h100, "model.head_dim": 64})
+    assert wide["qk_head_size"] == 128 and narrow["qk_head_size"] == 64
+    assert wide["attention_kernel_efficiency"] == pytest.approx(wide["attention_efficiency"])
+    assert narrow["attention_kernel_efficiency"] == pytest.approx(
+        narrow["attention_efficiency"] * 0.5 ** 0.19)
+    fa3 = engine.evaluate(GPT3, {**h100, "model.head_dim": 64, "training.attention_kernel": "fa3"})
+    assert fa3["attention_kernel_efficiency"] == pytest.approx(
+        fa3["attention_efficiency_fa3"] * 0.5 ** 0.49)
+    assert 0.5 ** 0.19 == pytest.approx(0.874, abs=0.005)
+    assert 0.5 ** 0.49 == pytest.approx(0.714, abs=0.005)
+    # Wider heads keep the figure (the benchmarks disagree above 128).
+    assert engine.evaluate(GPT3, {**h100, "model.head_dim": 256})["attention_kernel_efficiency"] \
+        == pytest.approx(wide["attention_efficiency"])
