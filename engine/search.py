@@ -342,7 +342,6 @@ def _ranked(merged: dict[str, np.ndarray], model: Any, layout: list[str], obj: s
     return result.take(rank_order(result.columns, layout, obj, descending))
 
 
-
 # Recompute modes only one framework offers (formulas/training.yaml, training.recompute).
 ONE_FRAMEWORK_RECOMPUTE = {"op": "torchtitan's per-op checkpointing policy",
                            "save_qkv_proj": "MaxText's JAX remat policy"}
@@ -390,11 +389,11 @@ def recommend(result: SearchResult, values: dict[str, Any]) -> list[str]:
         lines.append(f"- communication not hidden by compute: {shown('exposed_comm_share')} "
                      "of the step")
     lines.append(f"- limited by: {LIMITS[int(r['limited_by'])]}")
-    if "recompute" in r and shown("recompute") in ONE_FRAMEWORK_RECOMPUTE:
-        lines.append(f"- recompute={shown('recompute')} is "
-                     f"{ONE_FRAMEWORK_RECOMPUTE[shown('recompute')]}, which other frameworks do "
-                     "not have; --fix training.recompute=none,selective,full,auto keeps to "
-                     "the others")
+    mode = shown("recompute") if "recompute" in r else None
+    if mode in ONE_FRAMEWORK_RECOMPUTE:
+        lines.append(f"- recompute={mode} is {ONE_FRAMEWORK_RECOMPUTE[mode]}, which other "
+                     "frameworks do not have; --fix training.recompute=none,selective,full,auto "
+                     "keeps to the others")
     lines.extend(_roomier(result))
     return lines
 
