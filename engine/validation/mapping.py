@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..errors import UsageError
@@ -408,7 +409,7 @@ class Mapper:
     # -- conventions and the run's own settings --------------------------------------------------
     def frameworks(self) -> None:
         """Each framework convention whose conditions hold sets its keys."""
-        own = {target: item.plain() for target, item, _ in self._own_fields()
+        own = {target: item.plain() for target, item, _ in self.own_fields
                if target is not None}
         for rule in self.conv.frameworks:
             # the config as the run gives it: a knob it leaves out is not a condition's value,
@@ -429,7 +430,7 @@ class Mapper:
     def pass_through(self) -> None:
         """Fields of the run a loaded formula reads, under their config key; the others are
         listed as ignored. A run's own value always wins over a convention."""
-        for target, item, written in self._own_fields():
+        for target, item, written in self.own_fields:
             if target is None:
                 self.notes.append(f"{written} ignored (no loaded formula reads it)")
                 continue
@@ -437,9 +438,11 @@ class Mapper:
             if value is not None:
                 self.sets[target] = value
 
-    def _own_fields(self) -> list[tuple[str | None, Any, str]]:
+    @cached_property
+    def own_fields(self) -> list[tuple[str | None, Any, str]]:
         """The run's fields outside those read explicitly: (config key a loaded formula
-        reads, or None; the field; its name as written)."""
+        reads, or None; the field; its name as written). Read by the conventions and again when
+        they pass through, so found once per run."""
         out: list[tuple[str | None, Any, str]] = []
         for section, prefixes in PASS_THROUGH.items():
             for key, item in self.row.section(section).items():
