@@ -98,6 +98,8 @@ def test_layouts_that_cannot_run(run):
     (["parallelism.vpp=2", "parallelism.pp=1", "parallelism.dp=128"],
      "parallelism.vpp = 2 needs pipeline parallelism"),
     (["training.precision=fp8"], "the hardware node has no fp8 tensor cores"),
+    (["training.precision=nvfp4", "hardware.node=h100-sxm"],
+     "the hardware node has no FP4 tensor cores (hardware.peak_flops_fp4 is 0)"),
     (["parallelism.cp=3", "parallelism.dp=5", "hardware.gpus=960", "training.global_batch=1500"],
      "training.seq_len = 2048 is not divisible by parallelism.cp = 3"),
 ])

@@ -87,6 +87,30 @@ def test_fp8_casts_read_16_bits_and_write_fp8_and_its_transpose(engine):
         r["gemm_small_dim"] * r["peak_flops_fp8"] / r["peak_flops_bf16"])
 
 
+def test_nvfp4_runs_linear_gemms_at_the_measured_fp4_rate_and_keeps_attention_in_bf16(engine):
+    # Transformer Engine's NVFP4 recipe: every Linear GEMM in FP4; attention and the LM head
+    # in BF16. Azure's cuBLASLt benchmark measures FP4 GEMMs at 2.62x FP8 ones on GB200.
+    base = {"hardware.node": "gb200-nvl72", "hardware.gpus": 64, "parallelism.tp": 4,
+            "parallelism.pp": 8, "parallelism.dp": 2}
+    fp8 = engine.evaluate(GPT3, {**base, "training.precision": "fp8"})
+    fp4 = engine.evaluate(GPT3, {**base, "training.precision": "nvfp4"})
+    assert fp4["peak_flops"] == 10000e12 and fp4["fp4_gemm_ratio"] == 2.62
+    assert fp4["achievable_flops"] == pytest.approx(2.62 * fp8["achievable_flops"])
+    assert fp4["gemm_peak_efficiency"] == pytest.approx(fp8["gemm_peak_efficiency"] * 2.62 / 2)
+    assert fp4["attention_peak_flops"] == fp8["attention_peak_flops"] == 2500e12
+    assert fp4["logits_achievable_flops"] == fp8["logits_achievable_flops"]
+    # Casts: the same tensors as FP8, each read twice (amax first, then the quantization) and
+    # written twice in 4 bits plus an E4M3 scale per 16 values (row-wise and transposed).
+    assert fp4["fp8_cast_elements_forward"] == fp8["fp8_cast_elements_forward"]
+    assert fp4["fp8_cast_bytes_per_element"] == pytest.approx(2 * 2 + 2 * (0.5 + 1 / 16))
+    assert fp4["weight_bytes"] == pytest.approx(2 + 0.5 + 1 / 16)
+    # Without a measured ratio the datasheet's holds: FP4 at the FP8 share of its own peak.
+    sheet = engine.evaluate(GPT3, {**base, "training.precision": "nvfp4",
+                                   "hardware.fp4_gemm_ratio": 0})
+    assert sheet["gemm_peak_efficiency"] == pytest.approx(fp8["gemm_peak_efficiency"])
+    assert fp4["step_time"] < fp8["step_time"]
+
+
 def test_fp8_casts_of_a_moe_layer_count_every_routed_copy(engine):
     """A MoE layer quantises the input and inner activation of every token copy its experts
     take (TE GroupedLinear), not a dense MLP's worth: top-k copies at the expert width."""

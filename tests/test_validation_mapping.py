@@ -187,9 +187,17 @@ def test_precision_spellings(engine, text, precision):
     assert c["training.precision"] == precision
 
 
-def test_four_bit_training_is_skipped(engine):
-    with pytest.raises(v.Skip, match="4-bit training is not modelled"):
-        _map(engine, _row(precision="nvfp4"))
+@pytest.mark.parametrize("text", [
+    "nvfp4", "NVFP4",
+    "nvfp4 (Transformer Engine NVFP4 GEMMs: FP4=True, FP8=False, FP4_RECIPE=nvfp4)"])
+def test_nvfp4_is_its_own_precision(engine, text):
+    c = dict(item.split("=", 1) for item in _map(engine, _row(precision=text)).sets)
+    assert c["training.precision"] == "nvfp4"
+
+
+def test_other_four_bit_formats_are_skipped(engine):
+    with pytest.raises(v.Skip, match="4-bit formats other than NVFP4"):
+        _map(engine, _row(precision="mxfp4"))
 
 
 @pytest.mark.parametrize("text, recompute", [
