@@ -352,7 +352,8 @@ class Mapper:
         text = (row.text("precision") or self._precision_flags() or "bf16").strip()
         found = first_match(self.conv.precisions, text)
         if found is None or found.value is None:
-            why = found.note if found is not None else "it is not one of bf16, fp16, fp8, nvfp4, tf32"
+            why = (found.note if found is not None
+                   else "it is not one of bf16, fp16, fp8, nvfp4, tf32")
             raise Skip(f"precision '{text}': {why}")
         sets["training.precision"] = found.value
         if found.note:
