@@ -91,9 +91,10 @@ def band_for(values: dict[str, Any], node: Any,
 
 
 def _fp8(values: dict[str, Any]) -> bool:
-    # precision is a choice input: its code for fp8 is 2 (formulas/training.yaml)
+    # precision is a choice input: its codes for fp8 and nvfp4 are 2 and 4
+    # (formulas/training.yaml); both are low-precision GEMMs against 16-bit ones
     v = values.get("precision")
-    return v == "fp8" or v == 2
+    return v in ("fp8", "nvfp4", 2, 4)
 
 
 def _words(trait: str, value: Any) -> str:
@@ -102,5 +103,5 @@ def _words(trait: str, value: Any) -> str:
     if trait == "moe":
         return "MoE" if value else "dense"
     if trait == "fp8":
-        return "FP8" if value else "16-bit"
+        return "FP8 or FP4" if value else "16-bit"
     return str(value)

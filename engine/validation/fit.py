@@ -24,7 +24,7 @@ from ..errors import ModelError
 from ..yamlfile import load_yaml
 from .report import percentile, validate
 
-REGIMES = ("≥ 4,096 GPUs", "MoE", "FP8", "CP ≥ 8", "FSDP", "Blackwell")
+REGIMES = ("≥ 4,096 GPUs", "MoE", "FP8", "CP ≥ 8", "FSDP", "Blackwell", "NVFP4")
 
 
 class Family(NamedTuple):
@@ -147,6 +147,8 @@ def regimes(run: FitRun) -> list[str]:
         out.append(REGIMES[4])
     if run.family == "Blackwell" and "Blackwell" in s.families:
         out.append(REGIMES[5])
+    if t["precision"] == "nvfp4":
+        out.append(REGIMES[6])
     return out
 
 
