@@ -103,5 +103,5 @@ def _words(trait: str, value: Any) -> str:
     if trait == "moe":
         return "MoE" if value else "dense"
     if trait == "fp8":
-        return "FP8 or FP4" if value else "16-bit"
+        return "FP8" if value else "16-bit"  # NVFP4 runs are grouped with FP8 ones
     return str(value)
