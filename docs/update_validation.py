@@ -69,6 +69,8 @@ ABLATIONS = [
      "hardware.node=gb300-nvl72", ["hardware.tensor_rate_ratio=1"]),
     ("MaxText's save_qkv_proj as a full recompute", "training.recompute=save_qkv_proj",
      ["training.recompute=full"]),
+    ("NVFP4 GEMMs at the datasheet FP4 / FP8 ratio (hardware.fp4_gemm_ratio 0)",
+     "training.precision=nvfp4", ["hardware.fp4_gemm_ratio=0"]),
     ("attention at its 128-wide figure for every head width", None,
      ["hardware.attention_head_exponent=0", "hardware.attention_head_exponent_fa3=0"]),
 ]
