@@ -373,3 +373,35 @@ def test_attention_runs_slower_per_flop_on_heads_narrower_than_128(engine):
     # Wider heads keep the figure (the benchmarks disagree above 128).
     assert engine.evaluate(GPT3, {**h100, "model.head_dim": 256})["attention_kernel_efficiency"] \
         == pytest.approx(wide["attention_efficiency"])
+
+
+def test_hybrid_sharding_gathers_in_the_node_and_all_reduces_shards_across_nodes(engine):
+    # PyTorch FSDP HYBRID_SHARD on 16 nodes of 8 A100s: weights, gradients and optimizer states
+    # sharded over the 8 GPUs of a node (NVLink), replicated over the 16 nodes; after the
+    # reduce-scatter in the node, each GPU all-reduces its 1/8 of the gradients with its 15
+    # peers on its own NIC (tree: 2 log2 16 = 8 network steps, cheaper than the ring's 30).
+    llama = str(EXAMPLES / "llama3-70b.yaml")
+    base = {"hardware.node": "a100-sxm4-80gb", "hardware.gpus": 128, "parallelism.tp": 1,
+            "parallelism.pp": 1, "parallelism.vpp": 1, "parallelism.cp": 1, "parallelism.dp": 128,
+            "parallelism.zero": 3, "training.global_batch": 256, "training.micro_batch": 2,
+            "training.recompute": "full"}
+    full = engine.evaluate(llama, base)
+    hsdp = engine.evaluate(llama, {**base, "parallelism.dp_shard": 8})
+    assert full["dp_shard_group"] == 128 and full["dp_replicas"] == 1
+    assert full["dp_replica_reduce_time"] == 0
+    assert hsdp["dp_shard_group"] == 8 and hsdp["dp_replicas"] == 16
+    assert hsdp["zero_shards"] == 8
+    assert hsdp["optimizer_memory"] == pytest.approx(full["optimizer_memory"] * 16)
+    assert hsdp["dp_shard_bandwidth"] == hsdp["scaleup_link_bandwidth"]
+    assert hsdp["dp_replica_bandwidth"] == hsdp["scaleout_link_bandwidth"]
+    layer_bytes = hsdp["params_per_gpu"] / hsdp["layers_per_stage"] * hsdp["weight_comm_bytes"]
+    assert hsdp["zero3_layer_gather_time"] == pytest.approx(
+        7 / 8 * layer_bytes / hsdp["scaleup_link_bandwidth"]
+        + hsdp["collective_base_latency"] + 7 * hsdp["scaleup_latency"])
+    latency = hsdp["collective_base_latency"] + 8 * hsdp["scaleout_latency"]
+    assert hsdp["dp_replica_latency"] == pytest.approx(latency)
+    assert hsdp["dp_replica_reduce_time"] == pytest.approx(
+        2 * 15 / 16 * hsdp["grad_reduce_bytes"] / 8 / hsdp["scaleout_link_bandwidth"]
+        + hsdp["dp_buckets"] * latency)
+    # The weight traffic leaves the network: gathers are cheaper than over 128 ranks.
+    assert hsdp["zero3_gather_time"] < full["zero3_gather_time"]

@@ -984,3 +984,15 @@ def test_a_window_is_read_from_the_run_or_from_the_model_it_names(engine):
     assert c["model.sliding_window"] == "128" and c["model.full_attention_every"] == "2"
     assert any("gpt-oss" in a for a in oss.assumptions)
     assert "model.sliding_window" not in _sets(engine, _row())
+
+
+@pytest.mark.parametrize("fsdp, shard", [
+    ("HSDP (HYBRID_SHARD: shard within a node, replicate across nodes)", 8),
+    ("hybrid_shard", 8), ("FULL_SHARD", None), ("FSDP", None)])
+def test_hybrid_sharding_shards_inside_a_node(engine, fsdp, shard):
+    row = _row(parallel=_Replace({"tp": 1, "pp": 1, "dp": 128, "fsdp": fsdp}),
+               hardware={"gpu": "A100 80GB SXM", "count": 128, "gpus_per_node": 8},
+               batch={"global_batch_sequences": 256, "micro_batch": 2})
+    c = dict(item.split("=", 1) for item in _map(engine, row).sets)
+    assert c["parallelism.zero"] == "3"
+    assert c.get("parallelism.dp_shard") == (str(shard) if shard else None)

@@ -25,6 +25,10 @@ INTERLEAVED = re.compile(r"interleav|looped|virtual", re.IGNORECASE)
 # interleaving"), so "interleaved (V not reported)" stays interleaved.
 NOT_INTERLEAVED = re.compile(r"\b(?:not|no|without|non)[\s-]+(?:[\w-]+\s+){0,2}interleav|"
                              r"non-?interleav", re.IGNORECASE)
+# Hybrid sharding (PyTorch FSDP HYBRID_SHARD, "HSDP"): sharded inside a node, replicated across.
+HYBRID = re.compile(r"hybrid|\bhsdp\b", re.IGNORECASE)
+# A shard group written out ("FSDP shard group 128 GPUs"); without it, a node.
+SHARD_GROUP = re.compile(r"shard group (?:of )?(\d+)", re.IGNORECASE)
 # An interleaving factor written in text: "v=4", "vpp 4", "4 chunks", "4 virtual stages".
 FACTOR = re.compile(r"\b(?:v|vpp|vp)\s*[=:]?\s*(\d+)\b|\b(\d+)\s*(?:model\s+)?(?:chunks|virtual)",
                     re.IGNORECASE)
@@ -68,6 +72,16 @@ def layout(m: Mapper) -> None:
         zero = 1
         notes.append("zero not given: 1 (distributed optimizer)")
     sets["parallelism.zero"] = zero
+    if zero >= 1 and HYBRID.search(fsdp):
+        # PyTorch FSDP's HYBRID_SHARD shards inside a node and replicates across nodes.
+        group = SHARD_GROUP.search(fsdp)
+        shard = int(group.group(1)) // (tp * cp) if group else (per_node or 8) // (tp * cp)
+        if 1 < shard < dp * cp and (dp * cp) % shard == 0:
+            sets["parallelism.dp_shard"] = shard
+            notes.append(f"hybrid sharding: states sharded over the {shard} data-parallel ranks "
+                         + (f"of a group of {group.group(1)} GPUs" if group else
+                            f"of a node{'' if per_node else ' (8 GPUs per node assumed)'}")
+                         + ", replicated across the others (parallelism.dp_shard)")
     _interleaving(m, pp)
 
 
