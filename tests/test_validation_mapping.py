@@ -205,7 +205,9 @@ def test_other_four_bit_formats_are_skipped(engine):
     ("selective", "selective"), ("selective (attention core)", "selective"), ("op", "op"),
     ("none", "none"), (False, "none"), ("no", "none"), ("unknown", "auto"),
     ("custom remat policy save_qkv_proj (everything else recomputed)", "save_qkv_proj"),
-    ("save_out_proj", "full")])
+    ("save_out_proj", "full"),
+    ("selective (IBM block-level scheme: activation checkpointing of every 1/p-th transformer "
+     "block)", "auto")])
 def test_recompute_spellings(engine, text, recompute):
     m = _map(engine, _row(parallel={"recompute": text}))
     c = dict(item.split("=", 1) for item in m.sets)
@@ -996,3 +998,28 @@ def test_hybrid_sharding_shards_inside_a_node(engine, fsdp, shard):
     c = dict(item.split("=", 1) for item in _map(engine, row).sets)
     assert c["parallelism.zero"] == "3"
     assert c.get("parallelism.dp_shard") == (str(shard) if shard else None)
+
+
+def test_a_shard_group_written_out_is_the_hybrid_shard_group(engine):
+    row = _row(parallel=_Replace({"tp": 1, "pp": 1, "dp": 2048, "fsdp":
+                                  "hybrid: FSDP shard group 128 GPUs (ici_fsdp 8 x dcn_fsdp 16), "
+                                  "16 replica(s) (dcn_DP 16)"}),
+               hardware={"gpu": "H100-SXM5-80GB", "count": 2048, "gpus_per_node": 8},
+               batch={"global_batch_sequences": 2048, "micro_batch": 1})
+    assert _sets(engine, row)["parallelism.dp_shard"] == "128"
+
+
+def test_pytorch_sdpa_rows_keep_flashattention_2_class_attention(engine):
+    """The Transformer Engine rule reads 'Megatron' anywhere in a row; a row that names PyTorch
+    SDPA runs PyTorch's kernel whatever else its notes mention."""
+    te = _row(notes="Megatron-style recipe")
+    sdpa = _row(notes="PyTorch SDPA flash attention; not Megatron's selective recompute")
+    assert _sets(engine, te).get("training.attention_kernel") == "fa3"
+    assert "training.attention_kernel" not in _sets(engine, sdpa)
+
+
+def test_ibm_fms_fsdp_reduces_gradients_in_bf16(engine):
+    row = _row(source="'Maximizing training throughput using PyTorch FSDP' (IBM and Meta); "
+                      "github:foundation-model-stack/fms-fsdp README.md")
+    assert _sets(engine, row)["training.grad_bytes"] == "2"
+    assert "training.grad_bytes" not in _sets(engine, _row(source="a paper"))
