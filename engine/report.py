@@ -220,6 +220,7 @@ def to_table(result: Result, only: str | None = None, width: int = 120) -> str:
 
 def hardware_table(catalog: Any) -> str:
     cols = [("peak_flops_bf16", "BF16 TFLOP/s", 1e12), ("peak_flops_fp8", "FP8 TFLOP/s", 1e12),
+            ("peak_flops_fp4", "FP4 TFLOP/s", 1e12),
             ("hbm_capacity", "HBM GiB", 2.0**30), ("hbm_bandwidth", "HBM TB/s", 1e12),
             ("scaleup_bandwidth", "scale-up GB/s", 1e9), ("scaleup_domain", "domain", 1),
             ("scaleout_bandwidth", "net GB/s", 1e9),
@@ -234,7 +235,7 @@ def hardware_table(catalog: Any) -> str:
                 cells.append(f"{'-':>14}")
                 continue
             si = spec.value * parse_unit(spec.unit).scale
-            cells.append(f"{si / scale:>14.4g}")
+            cells.append(f"{si / scale:>14.6g}")
         lines.append(f"{node_id:<18}" + "".join(cells) + f"  {node.name}")
     return "\n".join(lines) + "\n"
 

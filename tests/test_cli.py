@@ -102,7 +102,9 @@ def test_list_graph_hardware_presets(run):
     assert code == 0 and all(n in out for n in ["a100-sxm4-80gb", "h100-sxm", "h200", "mi300x"])
     # Each figure in the file's own unit: the A100's price is 2.79 USD per GPU-hour.
     a100 = next(line.split() for line in out.splitlines() if line.startswith("a100-sxm4-80gb "))
-    assert a100[1:4] == ["312", "0", "80"] and a100[8] == "2.79"
+    assert a100[1:5] == ["312", "0", "-", "80"] and a100[9] == "2.79"
+    gb300 = next(line.split() for line in out.splitlines() if line.startswith("gb300-nvl72 "))
+    assert gb300[1:4] == ["2500", "5000", "15000"]  # FP4 where the part has it
     code, out, _ = run("hardware", "h100-sxm")
     assert code == 0 and "source:" in out and "hbm_capacity" in out
     code, out, _ = run("presets")
