@@ -1023,3 +1023,10 @@ def test_ibm_fms_fsdp_reduces_gradients_in_bf16(engine):
                       "github:foundation-model-stack/fms-fsdp README.md")
     assert _sets(engine, row)["training.grad_bytes"] == "2"
     assert "training.grad_bytes" not in _sets(engine, _row(source="a paper"))
+
+
+def test_hybrid_sharding_takes_the_node_s_gpus_when_the_run_omits_them(engine):
+    row = _row(parallel=_Replace({"tp": 1, "pp": 1, "dp": 64, "fsdp": "HSDP"}),
+               hardware={"gpu": "GB200 NVL72", "count": 64},
+               batch={"global_batch_sequences": 64, "micro_batch": 1})
+    assert _sets(engine, row)["parallelism.dp_shard"] == "4"  # a GB200 compute tray

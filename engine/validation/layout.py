@@ -75,12 +75,13 @@ def layout(m: Mapper) -> None:
     if zero >= 1 and HYBRID.search(fsdp):
         # PyTorch FSDP's HYBRID_SHARD shards inside a node and replicates across nodes.
         group = SHARD_GROUP.search(fsdp)
-        shard = int(group.group(1)) // (tp * cp) if group else (per_node or 8) // (tp * cp)
+        node_gpus = per_node or (m.ctx.node_gpus or {}).get(sets.get("hardware.node", ""))
+        shard = int(group.group(1)) // (tp * cp) if group else (node_gpus or 8) // (tp * cp)
         if 1 < shard < dp * cp and (dp * cp) % shard == 0:
             sets["parallelism.dp_shard"] = shard
             notes.append(f"hybrid sharding: states sharded over the {shard} data-parallel ranks "
                          + (f"of a group of {group.group(1)} GPUs" if group else
-                            f"of a node{'' if per_node else ' (8 GPUs per node assumed)'}")
+                            f"of a node{'' if node_gpus else ' (8 GPUs per node assumed)'}")
                          + ", replicated across the others (parallelism.dp_shard)")
     _interleaving(m, pp)
 

@@ -52,6 +52,7 @@ class Context(NamedTuple):
     node_hbm: dict[str, tuple[float, str]]  # node -> HBM capacity (value, unit)
     best: Callable[[dict[str, Any], list[str]], dict[str, Any] | None] | None = None
     conv: Conventions | None = None
+    node_gpus: dict[str, int] | None = None  # node -> accelerators per server
 
 
 # Fields read explicitly below; any other field of these sections passes through when a loaded

@@ -101,8 +101,10 @@ def context(engine: Any) -> Context:
 
     inputs = {d.config: d for d in engine.model.inputs.values() if d.config}
     node_ids = engine.catalog.node_ids()
+    per_node = {n: int(s.value) for n in node_ids
+                if (s := engine.catalog.node(n).specs.get("gpus_per_node")) is not None}
     return Context(inputs, node_ids, _hbm_specs(engine.catalog, node_ids),
-                   lambda sets, knobs: best_feasible(engine, sets, knobs))
+                   lambda sets, knobs: best_feasible(engine, sets, knobs), node_gpus=per_node)
 
 
 def _predict_row(engine: Any, row: Row, ctx: Context,
