@@ -23,6 +23,8 @@ US = 1e-6
 AT_SCALE = {"hardware.node": "h100-sxm", "hardware.gpus": 10752, "parallelism.tp": 4,
             "parallelism.pp": 8, "parallelism.dp": 336, "training.global_batch": 2688,
             "training.micro_batch": 1, "training.precision": "fp8"}
+# GPT-3 175B on 64 GPUs of one Blackwell NVL72 domain (the node and precision vary by test).
+BLACKWELL_64 = {"hardware.gpus": 64, "parallelism.tp": 4, "parallelism.pp": 8, "parallelism.dp": 2}
 
 
 @pytest.fixture(scope="module")
@@ -90,8 +92,7 @@ def test_fp8_casts_read_16_bits_and_write_fp8_and_its_transpose(engine):
 def test_nvfp4_runs_linear_gemms_at_the_measured_fp4_rate_and_keeps_attention_in_bf16(engine):
     # Transformer Engine's NVFP4 recipe: every Linear GEMM in FP4; attention and the LM head
     # in BF16. Azure's cuBLASLt benchmark measures FP4 GEMMs at 2.62x FP8 ones on GB200.
-    base = {"hardware.node": "gb200-nvl72", "hardware.gpus": 64, "parallelism.tp": 4,
-            "parallelism.pp": 8, "parallelism.dp": 2}
+    base = {**BLACKWELL_64, "hardware.node": "gb200-nvl72"}
     fp8 = engine.evaluate(GPT3, {**base, "training.precision": "fp8"})
     fp4 = engine.evaluate(GPT3, {**base, "training.precision": "nvfp4"})
     assert fp4["peak_flops"] == 10000e12 and fp4["fp4_gemm_ratio"] == 2.62
@@ -278,8 +279,7 @@ def test_fsdp_under_pipeline_parallelism_syncs_once_per_step(engine):
 def test_a_part_that_sustains_a_higher_tensor_rate_scales_its_family_s_gemm_figure(engine):
     # GB300 and GB200 share datasheet peaks (5,000 TFLOP/s FP8 dense) and the Blackwell
     # family's fitted figure; Azure's cuBLASLt benchmark measures GB300 at 1.14x GB200.
-    fp8 = {"training.precision": "fp8", "hardware.gpus": 64, "parallelism.tp": 4,
-           "parallelism.pp": 8, "parallelism.dp": 2}
+    fp8 = {**BLACKWELL_64, "training.precision": "fp8"}
     gb200 = engine.evaluate(GPT3, {**fp8, "hardware.node": "gb200-nvl72"})
     gb300 = engine.evaluate(GPT3, {**fp8, "hardware.node": "gb300-nvl72"})
     assert gb200["tensor_rate_ratio"] == 1 and gb300["tensor_rate_ratio"] == 1.14
