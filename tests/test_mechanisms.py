@@ -89,6 +89,27 @@ def test_fp8_casts_read_16_bits_and_write_fp8_and_its_transpose(engine):
         r["gemm_small_dim"] * r["peak_flops_fp8"] / r["peak_flops_bf16"])
 
 
+def test_fp8_training_keeps_linear_inputs_in_fp8_as_transformer_engine_does(engine):
+    # GPT-3 175B (h 12288, 96 heads, ffn 49152, no GLU) at tp 8 with sequence parallelism, one
+    # 2,048-token micro-batch, no dropout, on H100s.
+    base = {"hardware.node": "h100-sxm", "training.dropout": False}
+    bf16 = engine.evaluate(GPT3, {**base, "training.precision": "bf16"})
+    fp8 = engine.evaluate(GPT3, {**base, "training.precision": "fp8"})
+    hp = engine.evaluate(GPT3, {**base, "training.precision": "fp8",
+                                "training.fp8_saved_inputs": False})
+    s, h, t = 2048, 12288, 8
+    # By hand, bytes per layer: the QKV input (s h / t), the fc1 input (s h / t) and the fc2
+    # input (s 4h / t) drop from 2 bytes to 1; the attention output, which the fused kernel
+    # keeps in 16 bits, gains the out-projection's 1-byte copy (s h / t).
+    saved = s * (h / t + h / t + 4 * h / t) * (2 - 1) - s * h / t * 1
+    assert fp8["gemm_input_bytes"] == 1 and bf16["gemm_input_bytes"] == 2
+    assert bf16["act_per_layer_no_recompute"] - fp8["act_per_layer_no_recompute"] == \
+        pytest.approx(saved)
+    # torchao's Float8Linear keeps the 16-bit inputs: the 16-bit activations exactly.
+    assert hp["act_per_layer_no_recompute"] == pytest.approx(bf16["act_per_layer_no_recompute"])
+    assert hp["gemm_input_copy_bytes"] == 0
+
+
 def test_nvfp4_runs_linear_gemms_at_the_measured_fp4_rate_and_keeps_attention_in_bf16(engine):
     # Transformer Engine's NVFP4 recipe: every Linear GEMM in FP4; attention and the LM head
     # in BF16. Azure's cuBLASLt benchmark measures FP4 GEMMs at 2.62x FP8 ones on GB200.

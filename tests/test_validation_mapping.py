@@ -302,6 +302,15 @@ def test_deepspeed_torchtitan_and_maxtext_spellings(engine):
                                                                     "3", "full")
 
 
+def test_fp8_linear_inputs_are_kept_in_fp8_except_under_torchao(engine):
+    """Transformer Engine keeps an FP8 Linear's input in FP8 (the default); torchtitan's
+    torchao Float8Linear keeps it in 16 bits, which the convention sets."""
+    te = _sets(engine, _row(precision="fp8", source="NVIDIA NeMo performance summary"))
+    assert "training.fp8_saved_inputs" not in te
+    tt = _sets(engine, _row(precision="fp8", source="pytorch/torchtitan benchmarks"))
+    assert tt["training.fp8_saved_inputs"] == "false"
+
+
 def test_megatron_moe_layer_pattern_and_shared_width(engine):
     """'([0]*1+[1]*26)' is one leading dense layer and MoE after it; Megatron-LM's shared-expert
     width is n_shared x the expert width; a pattern too long for any model is not expanded."""
