@@ -302,6 +302,18 @@ def test_deepspeed_torchtitan_and_maxtext_spellings(engine):
                                                                     "3", "full")
 
 
+def test_a_run_published_before_selective_recompute_that_omits_recompute_recomputes_all(engine):
+    """Before Korthikanti et al. 2022 the frameworks checkpointed every layer or none: a run of
+    that era that leaves recompute out gets full, a later one the smallest share that fits."""
+    old = _sets(engine, _row(source="Narayanan et al. 2021, arXiv:2104.04473, Table 1"))
+    assert old["training.recompute"] == "full"
+    stated = _sets(engine, _row(source="Narayanan et al. 2021, arXiv:2104.04473, Table 1",
+                                parallel={"recompute": "none"}))
+    assert stated["training.recompute"] == "none"  # the run's own value wins
+    new = _sets(engine, _row(source="Megatron-Bridge performance summary (2026)"))
+    assert new["training.recompute"] == "auto"
+
+
 def test_fp8_linear_inputs_are_kept_in_fp8_except_under_torchao(engine):
     """Transformer Engine keeps an FP8 Linear's input in FP8 (the default); torchtitan's
     torchao Float8Linear keeps it in 16 bits, which the convention sets."""
