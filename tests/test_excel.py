@@ -492,7 +492,9 @@ def _covering_sets(engine: Engine) -> list[tuple[str, list[str]]]:
     """RANDOM_CONFIGS (base config, --set items) that between them set every value of every
     input random_sets varies (and both bases) that RANDOM_POOL random draws hold; the node and
     GPU count vary with them but are not counted."""
-    rng = random.Random(20240611)
+    # The draws depend on the node list; seed 20240611 stopped covering dp = 4 in six configs when
+    # hardware/gh200.yaml joined it, 20240613 covers every value again.
+    rng = random.Random(20240613)
     pool = [(base, _random_sets(engine, rng, base)[0])
             for base in [GPT3, LLAMA] * (RANDOM_POOL // 2)]
 

@@ -44,6 +44,19 @@ def test_data_parallel_ring_latency_follows_nccl_cost_model(engine):
     assert r["dp_allreduce_latency"] == pytest.approx(tree)
 
 
+def test_a_data_parallel_collective_uses_the_nics_of_every_rank_it_holds_on_a_node(engine):
+    # tp 1, cp 8 on 8-GPU nodes: one data-parallel rank per node, but the gradient and ZeRO
+    # collectives run over dp x cp, which holds all 8 GPUs of a node, so all 8 NICs carry them.
+    sets = {**AT_SCALE, "parallelism.tp": 1, "parallelism.pp": 1, "parallelism.cp": 8,
+            "parallelism.dp": 1344, "training.seq_len": 16384, "training.global_batch": 1344}
+    r = engine.evaluate(GPT3, sets)
+    assert r["dp_group"] == 8 * 1344 and r["dp_ranks_per_domain"] == 8
+    assert r["dp_bandwidth"] == pytest.approx(min(r["scaleup_link_bandwidth"],
+                                                  8 * r["scaleout_link_bandwidth"]))
+    tp8 = engine.evaluate(GPT3, {**sets, "parallelism.tp": 8, "parallelism.cp": 1})
+    assert tp8["dp_bandwidth"] == pytest.approx(tp8["scaleout_link_bandwidth"])  # one rank a node
+
+
 def test_megatron_bucket_grows_with_the_data_parallel_size(engine):
     big = engine.evaluate(GPT3, AT_SCALE)
     assert big["dp_bucket_params"] == 336e6  # max(40M, 1M x dp)

@@ -1030,6 +1030,20 @@ def test_a_shard_group_written_out_is_the_hybrid_shard_group(engine):
     assert _sets(engine, row)["parallelism.dp_shard"] == "128"
 
 
+def test_a_shard_group_holds_the_context_parallel_ranks_too(engine):
+    """OLMo-core and Megatron-LM flatten context parallelism into the sharding group: a group
+    of 64 GPUs at tp 1 and cp 8 is 64 ranks of parallelism.dp_shard (which counts dp x cp)."""
+    row = _row(parallel=_Replace({"tp": 1, "pp": 1, "cp": 8, "dp": 128, "fsdp":
+                                  "HSDP: a shard group of 64 GPUs, 16 replicas"}),
+               hardware={"gpu": "H100-SXM5-80GB", "count": 1024, "gpus_per_node": 8},
+               batch={"global_batch_sequences": 128, "micro_batch": 1})
+    assert _sets(engine, row)["parallelism.dp_shard"] == "64"
+    node = _row(parallel=_Replace({"tp": 2, "pp": 1, "cp": 2, "dp": 64, "fsdp": "HSDP"}),
+                hardware={"gpu": "H100-SXM5-80GB", "count": 256, "gpus_per_node": 8},
+                batch={"global_batch_sequences": 128, "micro_batch": 1})
+    assert _sets(engine, node)["parallelism.dp_shard"] == "4"  # a node's 8 GPUs / tp 2
+
+
 def test_pytorch_sdpa_rows_keep_flashattention_2_class_attention(engine):
     """The Transformer Engine rule reads 'Megatron' anywhere in a row; a row that names PyTorch
     SDPA runs PyTorch's kernel whatever else its notes mention."""

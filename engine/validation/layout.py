@@ -73,13 +73,16 @@ def layout(m: Mapper) -> None:
         notes.append("zero not given: 1 (distributed optimizer)")
     sets["parallelism.zero"] = zero
     if zero >= 1 and HYBRID.search(fsdp):
-        # PyTorch FSDP's HYBRID_SHARD shards inside a node and replicates across nodes.
+        # PyTorch FSDP's HYBRID_SHARD shards inside a node and replicates across nodes. The
+        # shard group holds data- and context-parallel ranks alike (parallelism.dp_shard counts
+        # both, as Megatron-LM's and OLMo-core's shard meshes flatten cp into it): its GPUs / tp.
         group = SHARD_GROUP.search(fsdp)
         node_gpus = per_node or (m.ctx.node_gpus or {}).get(sets.get("hardware.node", ""))
-        shard = int(group.group(1)) // (tp * cp) if group else (node_gpus or 8) // (tp * cp)
+        shard = int(group.group(1)) // tp if group else (node_gpus or 8) // tp
         if 1 < shard < dp * cp and (dp * cp) % shard == 0:
             sets["parallelism.dp_shard"] = shard
-            notes.append(f"hybrid sharding: states sharded over the {shard} data-parallel ranks "
+            notes.append(f"hybrid sharding: states sharded over the {shard} data"
+                         + ("- and context-" if cp > 1 else "-") + "parallel ranks "
                          + (f"of a group of {group.group(1)} GPUs" if group else
                             f"of a node{'' if node_gpus else ' (8 GPUs per node assumed)'}")
                          + ", replicated across the others (parallelism.dp_shard)")
