@@ -96,7 +96,9 @@ def test_fp8_casts_read_16_bits_and_write_fp8_and_its_transpose(engine):
     backward = tokens * (3 * h / tp + h + 4 * h / tp + h)  # their output gradients
     assert r["fp8_cast_elements_forward"] == pytest.approx(forward)
     assert r["fp8_cast_elements_backward"] == pytest.approx(backward)
-    assert r["fp8_cast_time_forward"] == pytest.approx(forward * 4 / r["hbm_bandwidth"])
+    assert r["fp8_cast_time_forward"] == pytest.approx(forward * 4 / r["hbm_bandwidth"]
+                                                       + r["fp8_weight_cast_time_forward"])
+    assert r["fp8_cast_time_backward"] == pytest.approx(backward * 4 / r["hbm_bandwidth"])
     # Small GEMMs lose twice as much against FP8's doubled peak.
     assert r["gemm_small_dim_effective"] == pytest.approx(
         r["gemm_small_dim"] * r["peak_flops_fp8"] / r["peak_flops_bf16"])
@@ -121,6 +123,32 @@ def test_fp8_training_keeps_linear_inputs_in_fp8_as_transformer_engine_does(engi
     # torchao's Float8Linear keeps the 16-bit inputs: the 16-bit activations exactly.
     assert hp["act_per_layer_no_recompute"] == pytest.approx(bf16["act_per_layer_no_recompute"])
     assert hp["gemm_input_copy_bytes"] == 0
+
+
+def test_fp8_casts_follow_the_scaling_recipe_and_the_weight_cache(engine):
+    # GPT-3 175B at tp 8 on H100s in FP8: 96 layers over pp 8, 12 per stage.
+    base = {"hardware.node": "h100-sxm", "training.precision": "fp8"}
+    te = engine.evaluate(GPT3, base)
+    ao = engine.evaluate(GPT3, {**base, "training.fp8_scaling": "current",
+                                "training.fp8_weight_cache": False})
+    bw = te["hbm_bandwidth"]
+    # By hand: a block's Linear weights on one GPU, (4h^2 + 2 x 4h^2) / tp with h = 12288 (plus
+    # the biases GPT-3 carries), and the bytes a cast moves per value.
+    h = 12288
+    assert te["fp8_weight_elements_per_layer"] == pytest.approx((12 * h * h) / 8, rel=1e-3)
+    assert te["fp8_cast_bytes_per_element"] == 4  # read 2, write the FP8 copy and its transpose
+    assert ao["fp8_cast_bytes_per_element"] == 6  # current scaling reads the tensor for its amax
+    w = te["fp8_weight_elements_per_layer"]
+    # Delayed scaling with the weight cached: one cast a step, shared by the micro-batches.
+    assert te["fp8_weight_cast_time_forward"] == pytest.approx(w * 4 / te["microbatches"] / bw)
+    assert te["fp8_weight_cast_time_backward"] == 0
+    # torchao: every call casts the weight, amax + row-wise copy now, the column-wise copy in
+    # the backward pass (torchao's roofline: 2 + 3 bytes, then 3).
+    assert ao["fp8_weight_cast_time_forward"] == pytest.approx(w * 5 / bw)
+    assert ao["fp8_weight_cast_time_backward"] == pytest.approx(w * 3 / bw)
+    assert ao["step_time"] > te["step_time"]
+    bf16 = engine.evaluate(GPT3, {**base, "training.precision": "bf16"})
+    assert bf16["fp8_weight_cast_time_forward"] == 0 and bf16["fp8_cast_time_backward"] == 0
 
 
 def test_nvfp4_runs_linear_gemms_at_the_measured_fp4_rate_and_keeps_attention_in_bf16(engine):

@@ -321,6 +321,11 @@ def test_fp8_linear_inputs_are_kept_in_fp8_except_under_torchao(engine):
     assert "training.fp8_saved_inputs" not in te
     tt = _sets(engine, _row(precision="fp8", source="pytorch/torchtitan benchmarks"))
     assert tt["training.fp8_saved_inputs"] == "false"
+    # torchao's tensorwise recipe: the tensor's own amax, the weight cast at every call
+    assert (tt["training.fp8_scaling"], tt["training.fp8_weight_cache"]) == ("current", "false")
+    assert "training.fp8_scaling" not in te
+    mx = _sets(engine, _row(precision="mxfp8", source="Megatron-Bridge performance summary"))
+    assert mx["training.fp8_scaling"] == "block" and "training.fp8_weight_cache" not in mx
 
 
 def test_megatron_moe_layer_pattern_and_shared_width(engine):

@@ -149,7 +149,8 @@ class Mapper:
         texts = {"id": row.text("id") or "", "source": row.text("source") or "",
                  "notes": row.text("notes") or "",
                  "arch": row.text("model.arch") or "",
-                 "schedule": row.text("parallel.pp_schedule") or ""}
+                 "schedule": row.text("parallel.pp_schedule") or "",
+                 "precision": row.text("precision") or ""}
         texts["texts"] = " ".join(texts.values())
         self.texts = texts
 
