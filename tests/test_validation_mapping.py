@@ -1049,6 +1049,15 @@ def test_a_shard_group_holds_the_context_parallel_ranks_too(engine):
     assert _sets(engine, node)["parallelism.dp_shard"] == "4"  # a node's 8 GPUs / tp 2
 
 
+def test_a_run_s_own_value_is_what_a_convention_sees(engine):
+    """A row that says its attention is unfused is not taken for Transformer Engine's fused
+    kernel because the mapper's own default is the fused one."""
+    fused = _row(notes="Megatron-LM")
+    unfused = _row(notes="Megatron-LM", training={"flash_attention": False})
+    assert _sets(engine, fused).get("training.attention_kernel") == "fa3"
+    assert "training.attention_kernel" not in _sets(engine, unfused)
+
+
 def test_pytorch_sdpa_rows_keep_flashattention_2_class_attention(engine):
     """The Transformer Engine rule reads 'Megatron' anywhere in a row; a row that names PyTorch
     SDPA runs PyTorch's kernel whatever else its notes mention."""

@@ -417,7 +417,7 @@ class Mapper:
         for rule in self.conv.frameworks:
             # the config as the run gives it: a knob it leaves out is not a condition's value,
             # and a field the run states itself (read below) is one, so `unset` does not fire
-            stated = {**own, **{k: v for k, v in self.sets.items() if k not in self.unknown}}
+            stated = {**{k: v for k, v in self.sets.items() if k not in self.unknown}, **own}
             if not holds(rule.when, self.texts, stated):
                 continue
             sets = {k: v for k, v in rule.sets.items() if k in self.known}
