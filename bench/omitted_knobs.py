@@ -11,7 +11,6 @@ runs that moved most. Run: python bench/omitted_knobs.py [FIELD ...]
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import tempfile
@@ -20,15 +19,10 @@ import time
 import yaml
 
 from dlformula.core import Engine
-from dlformula.validation.fit import collect
+from dlformula.validation.fit import collect, summary
 from dlformula.validation.shipped import shipped_paths
 
 FIELDS = ["batch.micro_batch", "parallel.recompute", "parallel.vpp", "parallel.zero"]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def errors(engine: Engine, files: list[str]) -> dict[tuple[str, str], float]:
@@ -63,12 +57,12 @@ def main(fields: list[str]) -> None:
         with tempfile.TemporaryDirectory() as folder:
             left = errors(engine, stripped_files(field, folder))
         common = [k for k in left if k in stated]
-        a = [abs(stated[k]) for k in common]
-        b = [abs(left[k]) for k in common]
+        a = summary([stated[k] for k in common])
+        b = summary([left[k] for k in common])
         moved = sorted((k for k in common if abs(left[k] - stated[k]) > 0.02),
                        key=lambda k: abs(left[k]) - abs(stated[k]), reverse=True)
-        print(f"{field:22} {len(common):5}  {percentile(a, .5):6.1%} / {percentile(a, .9):5.1%}"
-              f"  {percentile(b, .5):6.1%} / {percentile(b, .9):5.1%}  {len(moved)}")
+        print(f"{field:22} {len(common):5}  {a['median']:6.1%} / {a['p90']:5.1%}"
+              f"  {b['median']:6.1%} / {b['p90']:5.1%}  {len(moved)}")
         for k in moved[:4]:
             print(f"    {k[1][:52]:52} {stated[k]:+7.1%} -> {left[k]:+7.1%}")
     print(f"{time.perf_counter() - start:.0f} s")
