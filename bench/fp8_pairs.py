@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 
 from dlformula.core import Engine
-from dlformula.validation.fit import collect
+from dlformula.validation.fit import FitRun, collect
 from dlformula.validation.shipped import shipped_paths
 
 SAME = ("layers", "hidden", "heads", "seq_len", "global_batch", "micro_batch", "tp", "pp", "dp",
@@ -24,7 +24,7 @@ def main() -> None:
     start = time.perf_counter()
     engine = Engine()
     runs = collect(engine, list(shipped_paths().values()))
-    groups: dict[tuple, dict[str, object]] = defaultdict(dict)
+    groups: dict[tuple, dict[str, FitRun]] = defaultdict(dict)
     for run in runs:
         key = (run.file, tuple(run.values.get(k) for k in SAME))
         groups[key][run.traits["precision"]] = run
@@ -34,12 +34,12 @@ def main() -> None:
         if "bf16" not in pair or "fp8" not in pair:
             continue
         bf16, fp8 = pair["bf16"], pair["fp8"]
-        step = {name: float(engine.model.evaluate(r.values)["step_time"])  # type: ignore[attr-defined]
+        step = {name: float(engine.model.evaluate(r.values)["step_time"])
                 for name, r in (("bf16", bf16), ("fp8", fp8))}
-        measured = bf16.target / fp8.target  # type: ignore[attr-defined]
+        measured = bf16.target / fp8.target
         model = step["bf16"] / step["fp8"]
         ratios.append(model / measured)
-        print(f"{path.rsplit('/', 1)[-1][:18]:18} {bf16.id[:48]:48} {measured:8.2f}x "  # type: ignore[attr-defined]
+        print(f"{path.rsplit('/', 1)[-1][:18]:18} {bf16.id[:48]:48} {measured:8.2f}x "
               f"{model:6.2f}x {model / measured:6.2f}")
     print(f"{len(ratios)} pairs; median model / measured speed-up {statistics.median(ratios):.2f}; "
           f"{time.perf_counter() - start:.0f} s")
