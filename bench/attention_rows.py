@@ -71,7 +71,8 @@ def fit(rows: list[dict], peak: float) -> tuple[float, float]:
 
 def main() -> None:
     groups = load()
-    print("per-row cost k (keys) fitted per GPU, shape and mask; share of the BF16 peak, measured / fitted")
+    print("per-row cost k (keys) fitted per GPU, shape and mask;"
+          " share of the BF16 peak, measured / fitted")
     causal_llama: dict[str, tuple[float, float]] = {}
     for key, rows in sorted(groups.items()):
         gpu, config, mask, window = key
@@ -80,18 +81,19 @@ def main() -> None:
         k, e_inf = fit(rows, PEAK_BF16[gpu])
         if config == "llama3.1" and mask == "top_left":
             causal_llama[gpu] = (k, e_inf)
-        cells = "  ".join(
-            f"{r['seq'] // 1024}K {r['eff']:.2f}/{e_inf * r['span'] / (r['span'] + k):.2f}" for r in rows)
+        cells = "  ".join(f"{r['seq'] // 1024}K {r['eff']:.2f}/"
+                          f"{e_inf * r['span'] / (r['span'] + k):.2f}" for r in rows)
         print(f"  {gpu:6} {config:9} {mask:9} k = {k:4.0f}   {cells}")
     print("\nsliding windows, predicted from the same GPU's causal Llama 3.1 fit (never fitted):")
-    for (gpu, config, mask, window), rows in sorted(groups.items(), key=lambda kv: kv[0][:2]):
+    for (gpu, config, _mask, window), rows in sorted(groups.items(), key=lambda kv: kv[0][:2]):
         if window is None or gpu not in causal_llama:
             continue
         k, e_inf = causal_llama[gpu]
         head = HEAD64_FACTOR if rows[0]["dq"] == 64 else 1.0
         for r in rows:
             pred = e_inf * head * r["span"] / (r["span"] + k)
-            print(f"  {gpu:6} {config} window {window:5}  {r['seq'] // 1024:2}K  measured {r['eff']:.3f}  predicted {pred:.3f}")
+            print(f"  {gpu:6} {config} window {window:5}  {r['seq'] // 1024:2}K"
+                  f"  measured {r['eff']:.3f}  predicted {pred:.3f}")
     ratios = []
     for (gpu, config, mask, window), rows in groups.items():
         other = groups.get(("GB300", config, mask, window)) if gpu == "GB200" else None
@@ -100,8 +102,8 @@ def main() -> None:
         t300 = {r["seq"]: r["seconds"] for r in other}
         ratios += [r["seconds"] / t300[r["seq"]] for r in rows if r["seq"] in t300]
     ratios.sort()
-    print(f"\nGB300 speed / GB200 speed over {len(ratios)} matched shapes: median {statistics.median(ratios):.3f} "
-          f"(range {ratios[0]:.3f}-{ratios[-1]:.3f})")
+    print(f"\nGB300 speed / GB200 speed over {len(ratios)} matched shapes:"
+          f" median {statistics.median(ratios):.3f} (range {ratios[0]:.3f}-{ratios[-1]:.3f})")
 
 
 if __name__ == "__main__":

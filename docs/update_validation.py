@@ -73,6 +73,10 @@ ABLATIONS = [
      "training.precision=nvfp4", ["hardware.fp4_gemm_ratio=0"]),
     ("attention at its 128-wide figure for every head width", None,
      ["hardware.attention_head_exponent=0", "hardware.attention_head_exponent_fa3=0"]),
+    ("fused attention with no per-row cost (hardware.attention_row_overhead 0)", None,
+     ["hardware.attention_row_overhead=0"]),
+    ("GB300 attention at GB200's rate (hardware.attention_rate_ratio 1)",
+     "hardware.node=gb300-nvl72", ["hardware.attention_rate_ratio=1"]),
 ]
 BINS = [(0, 0.02, "< 2%"), (0.02, 0.05, "2-5%"), (0.05, 0.10, "5-10%"), (0.10, 0.12, "10-12%"),
         (0.12, 0.20, "12-20%"), (0.20, float("inf"), "≥ 20%")]
