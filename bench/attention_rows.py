@@ -1,6 +1,9 @@
-"""Fused attention's per-row cost, fitted on cuDNN's own SDPA training benchmark.
+"""Fused attention's per-row cost, fitted on the kernels' own benchmarks.
 
-Data: bench/data/cudnn_sdpa_training.csv, the BF16, non-deterministic rows of
+Data: the FlashAttention-2 forward + backward speeds its repository plots
+(Dao-AILab/flash-attention @ 0251105, assets/flash2_a100_fwd_bwd_benchmark.png and
+flash2_h100_fwd_bwd_benchmark.png: the bar labels, TFLOP/s, 512-16K tokens, below as FA2) and
+bench/data/cudnn_sdpa_training.csv, the BF16, non-deterministic rows of
 NVIDIA/cudnn-frontend @ 3929da2, benchmark/sdpa_benchmark_training/results (H200 with
 cuDNN 9.19, GB200 and GB300 with cuDNN 9.22; the Llama 3.1, DeepSeek-V3, Kimi K2.6 and
 gpt-oss attention shapes at 2K-32K tokens), forward and backward times per shape.
@@ -9,8 +12,8 @@ The model prices a fused kernel's forward + backward time as c x (keys a query r
 to + k) per query row (formulas/compute.yaml attention_core_time, the node's
 attention_row_overhead k). This script:
 
-1. fits c and k by least squares per GPU, shape and mask, and prints the measured and fitted
-   share of the BF16 peak at each length;
+1. fits c and k by least squares per GPU, shape and mask (FlashAttention-2 on A100 and H100,
+   cuDNN on H200, GB200 and GB300), and prints the measured and fitted rate at each length;
 2. predicts the sliding-window shapes (gpt-oss: 128 tokens on GB200 / GB300, 1,024 on H200),
    which the fit never sees, from the causal Llama 3.1 fit of the same GPU and the model's
    head-width factor for 64-wide heads;
@@ -32,6 +35,31 @@ import numpy as np
 DATA = Path(__file__).parent / "data" / "cudnn_sdpa_training.csv"
 PEAK_BF16 = {"H200": 989e12, "GB200": 2500e12, "GB300": 2500e12}
 HEAD64_FACTOR = 0.5**0.49  # formulas/hardware.yaml attention_head_exponent_fa3
+# FlashAttention-2's plotted forward + backward TFLOP/s at 512, 1K, 2K, 4K, 8K, 16K tokens
+# (None: not plotted); FLOPs counted as the benchmark counts them (causal: half the square).
+FA2 = {
+    ("A100", "causal, head 128"): [99, 133, 155, 173, 182, 189],
+    ("A100", "causal, head 64"): [88, 119, 140, 156, 165, 171],
+    ("A100", "no mask, head 128"): [None, None, 187, 196, 201, 203],
+    ("H100", "causal, head 128"): [163, 221, 265, 294, 308, 328],
+    ("H100", "causal, head 64"): [141, 192, 232, 257, 273, 284],
+    ("H100", "no mask, head 128"): [248, 294, 320, 326, 335, 338],
+}
+FA2_SEQ = [512, 1024, 2048, 4096, 8192, 16384]
+
+
+def fa2_fits() -> None:
+    print("FlashAttention-2 (its repository's plots): k (keys) and TFLOP/s, plotted / fitted")
+    for (gpu, shape), speeds in FA2.items():
+        pts = [(s, v) for s, v in zip(FA2_SEQ, speeds) if v]
+        span = np.array([s / 2 if shape.startswith("causal") else s for s, _ in pts], float)
+        rate = np.array([v for _, v in pts], float)
+        a, ak = np.linalg.lstsq(np.vstack([np.ones_like(span), 1 / span]).T, 1 / rate,
+                                rcond=None)[0]
+        k, top = ak / a, 1 / a
+        cells = "  ".join(f"{s // 1024 or 0.5}K {v:.0f}/{top * sp / (sp + k):.0f}"
+                          for (s, v), sp in zip(pts, span))
+        print(f"  {gpu:5} {shape:18} k = {k:4.0f}   {cells}")
 
 
 def attended_pairs(mask: str, seq: int, window: int | None) -> int:
@@ -70,8 +98,9 @@ def fit(rows: list[dict], peak: float) -> tuple[float, float]:
 
 
 def main() -> None:
+    fa2_fits()
     groups = load()
-    print("per-row cost k (keys) fitted per GPU, shape and mask;"
+    print("\ncuDNN SDPA (cudnn-frontend's benchmark): k (keys) per GPU, shape and mask;"
           " share of the BF16 peak, measured / fitted")
     causal_llama: dict[str, tuple[float, float]] = {}
     for key, rows in sorted(groups.items()):
