@@ -486,6 +486,33 @@ def test_fused_attention_pays_a_fixed_cost_per_query_row_and_kernel_call(engine)
     assert gather["attention_kernel_calls"] == 1
 
 
+def test_nvlink_sharp_speeds_all_reduces_inside_an_nvswitch_domain_only(engine):
+    # NCCL reduces in the NVSwitch (NVLS) for all-reduce only: ~480 GB/s bus bandwidth on 8
+    # H100 against 370 for rings, no gain on 2-4 GPUs (NVIDIA/nccl issues 1442, 1455).
+    h100 = {"hardware.node": "h100-sxm", "parallelism.sp": False}
+    ring = engine.evaluate(GPT3, {**h100, "hardware.nvls_allreduce_speedup": 1})
+    nvls = engine.evaluate(GPT3, h100)
+    assert nvls["nvls_allreduce_speedup"] == 1.30 and nvls["tp_allreduce_speedup"] == 1.30
+    latency = (8 - 1) * nvls["tp_latency"]
+    assert nvls["tp_collective_time"] - latency == pytest.approx(
+        (ring["tp_collective_time"] - latency) / 1.30)
+    # Sequence parallelism turns the all-reduces into reduce-scatters and all-gathers: rings.
+    assert engine.evaluate(GPT3, {"hardware.node": "h100-sxm"})["tp_allreduce_speedup"] == 1
+    # Four GPUs gain nothing (the gain grows linearly from 4 to 8).
+    tp4 = {**h100, "parallelism.tp": 4, "parallelism.dp": 32}
+    assert engine.evaluate(GPT3, tp4)["tp_allreduce_speedup"] == 1
+    # A100's NVSwitch has no NVLS.
+    assert engine.evaluate(GPT3, {**h100, "hardware.node": "a100-sxm4-80gb"})[
+        "tp_allreduce_speedup"] == 1
+    # A ZeRO-0 data-parallel all-reduce inside the domain gains too; across nodes it does not.
+    small = {"hardware.node": "h100-sxm", "hardware.gpus": 8, "parallelism.tp": 1,
+             "parallelism.pp": 1, "parallelism.dp": 8, "parallelism.zero": 0,
+             "model.layers": 4, "training.global_batch": 64}
+    assert engine.evaluate(GPT3, small)["dp_allreduce_speedup"] == 1.30
+    assert engine.evaluate(GPT3, {**small, "hardware.gpus": 16, "parallelism.dp": 16,
+                                  "training.global_batch": 128})["dp_allreduce_speedup"] == 1
+
+
 def test_hybrid_sharding_gathers_in_the_node_and_all_reduces_shards_across_nodes(engine):
     # PyTorch FSDP HYBRID_SHARD on 16 nodes of 8 A100s: weights, gradients and optimizer states
     # sharded over the 8 GPUs of a node (NVLink), replicated over the 16 nodes; after the
