@@ -137,9 +137,14 @@ def test_bubble_fraction(engine, pp, vpp, gb):
     r = engine.evaluate(GPT3, [f"parallelism.pp={pp}", f"parallelism.vpp={vpp}",
                                f"parallelism.dp={dp}", f"training.global_batch={gb}"])
     m = gb / dp
-    assert r["pipeline_bubble_fraction"] == pytest.approx((pp - 1) / (vpp * m))
-    assert r["pipeline_bubble_time"] == pytest.approx(
-        (pp - 1) / vpp * r["stage_microbatch_compute_time"])
+    # Equal stages but the last, which also runs the LM head: the fill and drain are the other
+    # stages' (p-1) micro-batch times; the LM head is already in the steady state's pace.
+    other = r["layers_per_stage"] * r["layer_microbatch_time"]
+    assert r["pipeline_bubble_time"] == pytest.approx((pp - 1) / vpp * other)
+    assert r["pipeline_bubble_fraction"] == pytest.approx(
+        (pp - 1) / (vpp * m) * other / r["stage_microbatch_compute_time"])
+    if pp > 1:  # the last stage is the slowest: its LM head
+        assert r["stage_microbatch_compute_time"] == pytest.approx(other + r["logits_time"])
 
 
 @pytest.mark.parametrize("zero,bytes_per_param", [
@@ -211,7 +216,7 @@ def test_schedule_bubbles(engine, schedule):
     r = engine.evaluate(GPT3, [f"parallelism.schedule={schedule}"])
     p, T = r["pp"], r["stage_microbatch_compute_time"]
     F, W = r["stage_microbatch_forward_time"], r["stage_microbatch_weight_grad_time"]
-    want = {"1f1b": (p - 1) * T,  # (p-1)(F+B)
+    want = {"1f1b": r["stage_time_sum"] - T,  # (p-1)(F+B) for the stages but the slowest
             "zb-h1": (p - 1) * (T - 2 * W),  # Qi et al. 2023: (p-1)(F+B-2W)
             "dualpipe": (p / 2 - 1) * (T + (T - F) - 3 * W)}[schedule]  # (p/2-1)(F&B+B-3W)
     assert r["pipeline_bubble_time"] == pytest.approx(want)

@@ -513,6 +513,20 @@ def test_nvlink_sharp_speeds_all_reduces_inside_an_nvswitch_domain_only(engine):
                                   "training.global_batch": 128})["dp_allreduce_speedup"] == 1
 
 
+def test_a_pipeline_fills_and_drains_through_the_other_stages_not_the_slowest(engine):
+    # 1F1B with unequal stages: a step is (m - 1) x the slowest stage + every stage once (the
+    # first micro-batch's trip forward and the last one's back), so the bubble is the other
+    # stages' time. Two stages, 40 and 56 blocks, the LM head on the second.
+    sets = {"parallelism.pp": 2, "parallelism.dp": 64, "parallelism.first_stage_layers": 40,
+            "parallelism.last_stage_layers": 56}
+    r = engine.evaluate(GPT3, sets)
+    block = r["layer_microbatch_time"]
+    assert r["stage_microbatch_compute_time"] == pytest.approx(56 * block + r["logits_time"])
+    assert r["pipeline_bubble_time"] == pytest.approx(40 * block)
+    # The old rule, (p - 1) x the slowest stage, would charge the LM head and 16 blocks more.
+    assert r["pipeline_bubble_time"] < (2 - 1) * r["stage_microbatch_compute_time"]
+
+
 def test_hybrid_sharding_gathers_in_the_node_and_all_reduces_shards_across_nodes(engine):
     # PyTorch FSDP HYBRID_SHARD on 16 nodes of 8 A100s: weights, gradients and optimizer states
     # sharded over the 8 GPUs of a node (NVLink), replicated over the 16 nodes; after the
