@@ -595,6 +595,18 @@ def test_tp_comm_overlap_true_is_the_documented_overlap(engine):
     assert async_tp.values["parallelism.tp_comm_overlap"] == share
 
 
+def test_data_parallel_overlap_switches_are_read_where_launchers_write_them(engine):
+    """FlagPerf's rows write Megatron-LM's --overlap-grad-reduce / --overlap-param-gather (off
+    unless passed) under `recipe`; read only under `parallel`, they were priced as on."""
+    for section in ("parallel", "recipe", "training"):
+        m = _map(engine, _row(**{section: {"overlap_grad_reduce": False,
+                                           "overlap_param_gather": False}}))
+        assert m.values["parallelism.overlap_grad_reduce"] is False, section
+        assert m.values["parallelism.overlap_param_gather"] is False, section
+    # Not written: the formulas' default (Megatron's recipes overlap).
+    assert "parallelism.overlap_grad_reduce" not in _map(engine, _row()).sets
+
+
 def test_a_switch_described_in_words_is_read_not_dropped(engine):
     """MLPerf rows write the switch as the launch script sets it. Dropped as "not a number",
     the run was priced with all TP traffic exposed (+4 points on 10,752 H100): text that
