@@ -97,6 +97,19 @@ def fit(rows: list[dict], peak: float) -> tuple[float, float]:
     return ak / a, 1 / (a * peak)
 
 
+def gb300_over_gb200(groups: dict[tuple, list[dict]]) -> list[float]:
+    """GB300's forward + backward speed over GB200's, for every shape and length both ran,
+    sorted."""
+    ratios = []
+    for (gpu, config, mask, window), rows in groups.items():
+        other = groups.get(("GB300", config, mask, window)) if gpu == "GB200" else None
+        if not other:
+            continue
+        t300 = {r["seq"]: r["seconds"] for r in other}
+        ratios += [r["seconds"] / t300[r["seq"]] for r in rows if r["seq"] in t300]
+    return sorted(ratios)
+
+
 def main() -> None:
     fa2_fits()
     groups = load()
@@ -123,14 +136,7 @@ def main() -> None:
             pred = e_inf * head * r["span"] / (r["span"] + k)
             print(f"  {gpu:6} {config} window {window:5}  {r['seq'] // 1024:2}K"
                   f"  measured {r['eff']:.3f}  predicted {pred:.3f}")
-    ratios = []
-    for (gpu, config, mask, window), rows in groups.items():
-        other = groups.get(("GB300", config, mask, window)) if gpu == "GB200" else None
-        if not other:
-            continue
-        t300 = {r["seq"]: r["seconds"] for r in other}
-        ratios += [r["seconds"] / t300[r["seq"]] for r in rows if r["seq"] in t300]
-    ratios.sort()
+    ratios = gb300_over_gb200(groups)
     print(f"\nGB300 speed / GB200 speed over {len(ratios)} matched shapes:"
           f" median {statistics.median(ratios):.3f} (range {ratios[0]:.3f}-{ratios[-1]:.3f})")
 

@@ -29,6 +29,11 @@ def rows():
 
 
 @pytest.fixture(scope="module")
+def groups(rows):
+    return rows.load()
+
+
+@pytest.fixture(scope="module")
 def engine() -> Engine:
     return Engine()
 
@@ -38,8 +43,7 @@ def engine() -> Engine:
     ("gb200-nvl72", "GB200", "hardware.attention_row_overhead"),
     ("gb300-nvl72", "GB300", "hardware.attention_row_overhead"),
 ])
-def test_cudnn_row_cost_is_the_benchmark_fit(rows, engine, node, gpu, key):
-    groups = rows.load()
+def test_cudnn_row_cost_is_the_benchmark_fit(rows, groups, engine, node, gpu, key):
     data = groups[(gpu, "llama3.1", "top_left", None)]
     k, e_inf = rows.fit(data, rows.PEAK_BF16[gpu])
     shipped = engine.evaluate(GPT3, {"hardware.node": node})[key.split(".")[1]]
@@ -49,8 +53,7 @@ def test_cudnn_row_cost_is_the_benchmark_fit(rows, engine, node, gpu, key):
         assert e_inf * r["span"] / (r["span"] + k) == pytest.approx(r["eff"], abs=0.05)
 
 
-def test_the_fit_predicts_the_sliding_windows_it_never_saw(rows):
-    groups = rows.load()
+def test_the_fit_predicts_the_sliding_windows_it_never_saw(rows, groups):
     k, e_inf = rows.fit(groups[("GB200", "llama3.1", "top_left", None)], rows.PEAK_BF16["GB200"])
     window = groups[("GB200", "gpt_oss", "top_left", 128)]
     for r in window:
@@ -59,15 +62,8 @@ def test_the_fit_predicts_the_sliding_windows_it_never_saw(rows):
         assert predicted < 0.1  # a flat efficiency would say about 0.43
 
 
-def test_gb300_attention_ratio_is_the_benchmark_median(rows, engine):
-    groups = rows.load()
-    ratios = []
-    for (gpu, config, mask, window), data in groups.items():
-        other = groups.get(("GB300", config, mask, window)) if gpu == "GB200" else None
-        if other:
-            t300 = {r["seq"]: r["seconds"] for r in other}
-            ratios += [r["seconds"] / t300[r["seq"]] for r in data if r["seq"] in t300]
-    ratios.sort()
+def test_gb300_attention_ratio_is_the_benchmark_median(rows, groups, engine):
+    ratios = rows.gb300_over_gb200(groups)
     median = ratios[len(ratios) // 2]
     shipped = engine.evaluate(GPT3, {"hardware.node": "gb300-nvl72"})["attention_rate_ratio"]
     assert shipped == pytest.approx(median, abs=0.01)
