@@ -323,6 +323,18 @@ def test_capacity_factor_caps_the_load_imbalance(engine):
     assert capped["step_time"] < r["step_time"]
 
 
+def test_load_imbalance_needs_expert_parallelism(engine):
+    """The busiest rank carries load_imbalance x the mean only when experts are spread over
+    ranks; at ep 1 every rank runs every expert on its own tokens and nobody waits."""
+    spread = engine.evaluate(MIXTRAL, ["moe.load_imbalance=1.23"])
+    assert spread["ep"] > 1 and spread["moe_imbalance_factor"] == 1.23
+    balanced = engine.evaluate(MIXTRAL)
+    assert spread["expert_gemm_flops"] == pytest.approx(1.23 * balanced["expert_gemm_flops"])
+    local = engine.evaluate(MIXTRAL, ["parallelism.ep=1", "moe.load_imbalance=1.23"])
+    assert local["moe_imbalance_factor"] == 1
+    assert local["step_time"] == engine.evaluate(MIXTRAL, ["parallelism.ep=1"])["step_time"]
+
+
 def test_grouped_gemm_efficiency_drops_for_starved_experts(engine):
     fed = engine.evaluate(MIXTRAL)
     starved = engine.evaluate(MIXTRAL, ["training.seq_len=256"])

@@ -1091,3 +1091,15 @@ def test_hybrid_sharding_takes_the_node_s_gpus_when_the_run_omits_them(engine):
                hardware={"gpu": "GB200 NVL72", "count": 64},
                batch={"global_batch_sequences": 64, "micro_batch": 1})
     assert _sets(engine, row)["parallelism.dp_shard"] == "4"  # a GB200 compute tray
+
+
+def test_learned_routing_on_real_data_carries_the_measured_imbalance(engine):
+    """Production and fine-tuning runs route real tokens with a learned router: the mapping
+    gives them FEPLB's measured busiest-rank share; a force-balanced benchmark keeps 1."""
+    moe = {"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336}
+    real = _row(source="Jin et al. 2025, MegaScale-MoE: Large-Scale Communication-Efficient Training", model=moe)
+    bench = _row(source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", model=moe)
+    assert _sets(engine, real)["moe.load_imbalance"] == "1.23"
+    assert "moe.load_imbalance" not in _sets(engine, bench)
+    stated = _row(source="DeepSeek-V3 Technical Report", model=moe, moe={"load_imbalance": 1.1})
+    assert _sets(engine, stated)["moe.load_imbalance"] == "1.1"
