@@ -337,6 +337,23 @@ def test_interleaving_spreads_gradient_reduction_over_the_chunks(engine, vpp, wi
     chunks and p stages, chunk j's are final p x j chunk passes before the end of the step."""
     r = engine.evaluate(GPT3, [f"parallelism.vpp={vpp}", "model.layers=96"])
     assert r["chunk_sync_window"] == pytest.approx(window)
-    assert r["dp_overlap_window"] == pytest.approx(window * r["stage_microbatch_backward_time"])
+    assert r["dp_overlap_window"] == pytest.approx(
+        window * (r["stage_microbatch_backward_time"] + r["stage_microbatch_recompute_time"]))
     assert r["dp_gather_overlap_window"] == pytest.approx(
         window * r["stage_microbatch_forward_time"])
+
+
+def test_the_gradient_reduction_also_hides_behind_recomputed_blocks(engine):
+    """With activation recompute each block's forward is redone inside the backward pass, while
+    buckets become final: the gradient reduction's window is backward plus recompute."""
+    none = engine.evaluate(GPT3, ["training.recompute=none"])
+    full = engine.evaluate(GPT3, ["training.recompute=full"])
+    assert none["stage_microbatch_recompute_time"] == 0
+    assert none["dp_overlap_window"] == pytest.approx(
+        none["chunk_sync_window"] * none["stage_microbatch_backward_time"])
+    layers = max(full["layers_first_stage"], full["layers_middle_stage"], full["layers_last_stage"])
+    assert full["stage_microbatch_recompute_time"] == pytest.approx(
+        layers * full["layer_forward_time"])
+    assert full["dp_overlap_window"] == pytest.approx(full["chunk_sync_window"] * (
+        full["stage_microbatch_backward_time"] + full["stage_microbatch_recompute_time"]))
+    assert full["dp_overlap_window"] > none["dp_overlap_window"]

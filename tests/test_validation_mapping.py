@@ -1097,7 +1097,8 @@ def test_learned_routing_on_real_data_carries_the_measured_imbalance(engine):
     """Production and fine-tuning runs route real tokens with a learned router: the mapping
     gives them FEPLB's measured busiest-rank share; a force-balanced benchmark keeps 1."""
     moe = {"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336}
-    real = _row(source="Jin et al. 2025, MegaScale-MoE: Large-Scale Communication-Efficient Training", model=moe)
+    real = _row(source="Jin et al. 2025, MegaScale-MoE: Large-Scale Communication-Efficient",
+                model=moe)
     bench = _row(source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", model=moe)
     assert _sets(engine, real)["moe.load_imbalance"] == "1.23"
     assert "moe.load_imbalance" not in _sets(engine, bench)
