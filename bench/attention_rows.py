@@ -54,9 +54,7 @@ def fa2_fits() -> None:
         pts = [(s, v) for s, v in zip(FA2_SEQ, speeds) if v]
         span = np.array([s / 2 if shape.startswith("causal") else s for s, _ in pts], float)
         rate = np.array([v for _, v in pts], float)
-        a, ak = np.linalg.lstsq(np.vstack([np.ones_like(span), 1 / span]).T, 1 / rate,
-                                rcond=None)[0]
-        k, top = ak / a, 1 / a
+        k, top = row_cost_fit(span, 1 / rate)
         cells = "  ".join(f"{s // 1024 or 0.5}K {v:.0f}/{top * sp / (sp + k):.0f}"
                           for (s, v), sp in zip(pts, span))
         print(f"  {gpu:5} {shape:18} k = {k:4.0f}   {cells}")
@@ -89,12 +87,18 @@ def load() -> dict[tuple, list[dict]]:
     return groups
 
 
+def row_cost_fit(span: np.ndarray, inverse_rate: np.ndarray) -> tuple[float, float]:
+    """k (keys) and the long-row rate 1 / a from 1 / rate = a + a k / span, by least squares."""
+    a, ak = np.linalg.lstsq(np.vstack([np.ones_like(span), 1 / span]).T, inverse_rate,
+                            rcond=None)[0]
+    return ak / a, 1 / a
+
+
 def fit(rows: list[dict], peak: float) -> tuple[float, float]:
     """k (keys) and the long-row efficiency from seconds / FLOPs = a + a k / span."""
-    span = np.array([r["span"] for r in rows])
-    y = np.array([r["seconds"] / r["flops"] for r in rows])
-    a, ak = np.linalg.lstsq(np.vstack([np.ones_like(span), 1 / span]).T, y, rcond=None)[0]
-    return ak / a, 1 / (a * peak)
+    k, rate = row_cost_fit(np.array([r["span"] for r in rows]),
+                           np.array([r["seconds"] / r["flops"] for r in rows]))
+    return k, rate / peak
 
 
 def gb300_over_gb200(groups: dict[tuple, list[dict]]) -> list[float]:
