@@ -357,3 +357,21 @@ def test_the_gradient_reduction_also_hides_behind_recomputed_blocks(engine):
     assert full["dp_overlap_window"] == pytest.approx(full["chunk_sync_window"] * (
         full["stage_microbatch_backward_time"] + full["stage_microbatch_recompute_time"]))
     assert full["dp_overlap_window"] > none["dp_overlap_window"]
+
+
+@pytest.mark.parametrize("precision, scaling, gather, per_weight", [
+    ("bf16", "delayed", True, 2), ("fp8", "delayed", False, 2), ("fp8", "current", True, 1),
+    ("fp8", "block", True, 1 + 1 / 32), ("nvfp4", "delayed", True, 2)])
+def test_fp8_param_gather_halves_the_weight_all_gather(engine, precision, scaling, gather,
+                                                        per_weight):
+    """Megatron-LM --fp8-param-gather keeps the weights in FP8 between optimizer steps, so the
+    distributed optimizer gathers 1 byte a weight (MXFP8 adds a scale byte per 32), not 2; it
+    does nothing outside FP8 training."""
+    r = engine.evaluate(GPT3, ["hardware.node=b200", f"training.precision={precision}",
+                               f"training.fp8_scaling={scaling}",
+                               f"training.fp8_param_gather={str(gather).lower()}",
+                               "parallelism.zero=1"])
+    assert r["weight_comm_bytes"] == pytest.approx(per_weight)
+    one_bucket = (r["dp_shard_group"] - 1) / r["dp_shard_group"] * r["params_per_gpu"] \
+        * per_weight / r["dp_buckets"] / r["dp_shard_bandwidth"]
+    assert r["dp_param_bucket_time"] == pytest.approx(one_bucket + r["dp_shard_ring_latency"])

@@ -1104,3 +1104,29 @@ def test_learned_routing_on_real_data_carries_the_measured_imbalance(engine):
     assert "moe.load_imbalance" not in _sets(engine, bench)
     stated = _row(source="DeepSeek-V3 Technical Report", model=moe, moe={"load_imbalance": 1.1})
     assert _sets(engine, stated)["moe.load_imbalance"] == "1.1"
+
+
+def test_fp8_param_gather_as_runs_state_it(engine):
+    """A recipe's fp8_param_gather reaches training.fp8_param_gather; Megatron-Bridge's dense
+    FP8 recipes gather FP8 weights by default, its blockwise (fp8-sc) recipe and MoE models
+    do not take that default."""
+    stated = _row(precision="fp8", framework={"fp8_param_gather": True})
+    assert _sets(engine, stated)["training.fp8_param_gather"] == "true"
+    bridge = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"
+    assert _sets(engine, _row(source=bridge, precision="fp8-cs"))[
+        "training.fp8_param_gather"] == "true"
+    assert "training.fp8_param_gather" not in _sets(engine, _row(source=bridge, precision="fp8-sc"))
+    assert "training.fp8_param_gather" not in _sets(engine, _row(source=bridge, precision="bf16"))
+    off = _row(source=bridge, precision="fp8-cs", framework={"fp8_param_gather": False})
+    assert _sets(engine, off)["training.fp8_param_gather"] == "false"
+
+
+def test_mlperf_8b_rows_reduce_in_bf16_whoever_submitted(engine):
+    """Every submitter's copy of MLPerf v5.1's Llama 3.1 8B implementation builds its DDP config
+    with grad_reduce_in_fp32=False, whether or not the row's text names NeMo."""
+    lenovo = _row(source="MLCommons MLPerf Training 5.1 results, github:mlcommons/"
+                         "training_results_v5.1 @ 441d65f4: Lenovo/results/SR680a/llama31_8b")
+    assert _sets(engine, lenovo)["training.grad_bytes"] == "2"
+    other = _row(source="MLCommons MLPerf Training 5.1 results, github:mlcommons/"
+                        "training_results_v5.1 @ 441d65f4: Lenovo/results/SR680a/flux1")
+    assert "training.grad_bytes" not in _sets(engine, other)
