@@ -1130,3 +1130,22 @@ def test_mlperf_8b_rows_reduce_in_bf16_whoever_submitted(engine):
     other = _row(source="MLCommons MLPerf Training 5.1 results, github:mlcommons/"
                         "training_results_v5.1 @ 441d65f4: Lenovo/results/SR680a/flux1")
     assert "training.grad_bytes" not in _sets(engine, other)
+
+
+@pytest.mark.parametrize("written, grad_bytes", [(False, "2"), (True, "4"), ("False", "2"),
+                                                 ("grad_reduce_in_fp32 = True", "4")])
+def test_grad_reduce_in_fp32_sets_the_gradient_bytes(engine, written, grad_bytes):
+    """Megatron's grad_reduce_in_fp32 in a run's recipe is its gradient precision, and wins over
+    the NVIDIA-recipe convention's bf16."""
+    row = _row(source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md",
+               framework={"grad_reduce_in_fp32": written})
+    assert _sets(engine, row)["training.grad_bytes"] == grad_bytes
+
+
+def test_nemo1_overlap_spellings(engine):
+    """NeMo 1 writes the distributed optimizer's overlaps as overlap_grad_sync and
+    overlap_param_sync."""
+    row = _row(framework={"overlap_grad_sync": False, "overlap_param_sync": True})
+    sets = _sets(engine, row)
+    assert sets["parallelism.overlap_grad_reduce"] == "false"
+    assert sets["parallelism.overlap_param_gather"] == "true"
