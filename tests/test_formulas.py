@@ -375,3 +375,13 @@ def test_fp8_param_gather_halves_the_weight_all_gather(engine, precision, scalin
     one_bucket = (r["dp_shard_group"] - 1) / r["dp_shard_group"] * r["params_per_gpu"] \
         * per_weight / r["dp_buckets"] / r["dp_shard_bandwidth"]
     assert r["dp_param_bucket_time"] == pytest.approx(one_bucket + r["dp_shard_ring_latency"])
+
+
+def test_a_bucket_smaller_than_a_tensor_leaves_one_bucket_per_tensor(engine):
+    """Megatron closes a gradient bucket once the whole tensors in it reach bucket_size, so a
+    tiny bucket_size gives one bucket per parameter tensor, not params / bucket_size buckets."""
+    r = engine.evaluate(GPT3, ["parallelism.bucket_size=200", "parallelism.vpp=1"])
+    assert r["dp_buckets"] == r["layers_per_stage"] * r["param_tensors_per_layer"]
+    default = engine.evaluate(GPT3, ["parallelism.vpp=1"])
+    assert default["dp_buckets"] < r["dp_buckets"]
+    assert r["step_time"] < 2 * default["step_time"]

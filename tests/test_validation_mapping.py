@@ -1123,13 +1123,18 @@ def test_fp8_param_gather_as_runs_state_it(engine):
 
 def test_mlperf_8b_rows_reduce_in_bf16_whoever_submitted(engine):
     """Every submitter's copy of MLPerf v5.1's Llama 3.1 8B implementation builds its DDP config
-    with grad_reduce_in_fp32=False, whether or not the row's text names NeMo."""
+    with grad_reduce_in_fp32=False, whether or not the row's text names NeMo; a row that does not
+    state its gradient bucket takes NVIDIA's config's, one that does keeps its own."""
     lenovo = _row(source="MLCommons MLPerf Training 5.1 results, github:mlcommons/"
                          "training_results_v5.1 @ 441d65f4: Lenovo/results/SR680a/llama31_8b")
     assert _sets(engine, lenovo)["training.grad_bytes"] == "2"
     other = _row(source="MLCommons MLPerf Training 5.1 results, github:mlcommons/"
                         "training_results_v5.1 @ 441d65f4: Lenovo/results/SR680a/flux1")
     assert "training.grad_bytes" not in _sets(engine, other)
+    assert _sets(engine, lenovo)["parallelism.bucket_size"] == "768000000"  # NVIDIA's config
+    stated = _row(source="github:mlcommons/training_results_v5.1 @ 441d65f4: Verda/llama31_8b",
+                  parallel={"bucket_size": 134217728})
+    assert _sets(engine, stated)["parallelism.bucket_size"] == "134217728"
 
 
 @pytest.mark.parametrize("written, grad_bytes", [(False, "2"), (True, "4"), ("False", "2"),
