@@ -1154,3 +1154,14 @@ def test_nemo1_overlap_spellings(engine):
     sets = _sets(engine, row)
     assert sets["parallelism.overlap_grad_reduce"] == "false"
     assert sets["parallelism.overlap_param_gather"] == "true"
+
+
+def test_mlperf_gpt3_of_2023_ran_flashattention_2(engine):
+    """MLPerf v3.0 / v3.1's GPT-3 image ran attention through flash-attn 2; the NeMo rule gives
+    later MLPerf rows cuDNN's fused attention."""
+    v31 = _row(source="github:mlcommons/training_results_v3.1 @ d06288b2: NVIDIA NeMo, "
+                      "results/eos_n64_ngc23.09_nemo/gpt3", model={"arch": "GPT-3 175B"})
+    v40 = _row(source="github:mlcommons/training_results_v4.0 @ x: NVIDIA NeMo, "
+                      "results/eos_n64_ngc24.04_nemo/gpt3", model={"arch": "GPT-3 175B"})
+    assert _sets(engine, v31)["training.attention_kernel"] == "fa2"
+    assert _sets(engine, v40)["training.attention_kernel"] == "fa3"
