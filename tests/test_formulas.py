@@ -385,3 +385,24 @@ def test_a_bucket_smaller_than_a_tensor_leaves_one_bucket_per_tensor(engine):
     default = engine.evaluate(GPT3, ["parallelism.vpp=1"])
     assert default["dp_buckets"] < r["dp_buckets"]
     assert r["step_time"] < 2 * default["step_time"]
+
+
+def test_tied_embeddings_all_reduce_between_first_and_last_stage(engine):
+    """Megatron all-reduces the tied word embedding's gradient between the first and the last
+    pipeline stage after the backward pass: two ranks, the tensor-parallel shard once each way,
+    nothing hidden. None without pipeline parallelism or without a shared embedding."""
+    r = engine.evaluate(GPT3, ["model.tied_embeddings=true"])
+    assert r["pp"] > 1
+    expected = (r["vocab"] * r["hidden"] / r["tp"] * r["grad_bytes"] / r["pp_bandwidth"]
+                + 2 * r["pp_latency"] + r["collective_base_latency"])
+    assert r["embedding_grad_sync_time"] == pytest.approx(expected)
+    assert r["step_time"] == pytest.approx(
+        r["compute_time"] + r["pipeline_bubble_time"] + r["pp_comm_exposed"]
+        + r["dp_comm_exposed"] + r["embedding_grad_sync_time"] + r["optimizer_time"])
+    untied = engine.evaluate(GPT3, ["model.tied_embeddings=false"])
+    assert untied["embedding_grad_sync_time"] == 0
+    mtp = engine.evaluate(GPT3, ["model.tied_embeddings=false", "model.mtp_layers=1"])
+    assert mtp["embedding_grad_sync_time"] > 0
+    one_stage = engine.evaluate(GPT3, ["model.tied_embeddings=true", "parallelism.pp=1",
+                                       "parallelism.vpp=1", "hardware.gpus=128"])
+    assert one_stage["embedding_grad_sync_time"] == 0
