@@ -141,8 +141,8 @@ def parse(text: str, path: str) -> Conventions:
                                reader.need(r, "disabled").plain(),
                                str(reader.need(r, "note").value),
                                str(reader.need(r, "source").value), **texts)
-        prefix, name_ = key.split(".", 1)  # config prefix -> the runs-file section
-        canonical = f"{ {'parallelism': 'parallel'}.get(prefix, prefix)}.{name_}"
+        prefix, field = key.split(".", 1)  # the config key's prefix names its runs-file section
+        canonical = f"{'parallel' if prefix == 'parallelism' else prefix}.{field}"
         for name in reader.words(r, "names"):
             for section in ("parallel", "training", "framework"):
                 keys[(section, spelling(name))] = canonical
