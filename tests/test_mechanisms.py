@@ -431,6 +431,19 @@ def test_consecutive_routing_sends_a_token_across_the_network_once(engine):
         == pytest.approx(engine.evaluate(ds, plain)["ep_a2a_time"])
 
 
+def test_first_flashattention_runs_at_half_flashattention2s_speed(engine):
+    # Dao 2023 (FlashAttention-2): around 2x the first FlashAttention's speed on A100.
+    a100 = {"hardware.node": "a100-sxm4-80gb"}
+    fa2 = engine.evaluate(GPT3, a100)
+    fa1 = engine.evaluate(GPT3, {**a100, "training.attention_kernel": "fa1"})
+    assert fa1["attention_kernel_efficiency"] == pytest.approx(
+        fa2["attention_kernel_efficiency"] / 2)
+    assert fa1["attention_core_time"] == pytest.approx(2 * fa2["attention_core_time"])
+    # Only attention slows: the GEMMs are the same kernels.
+    assert fa1["gemm_time_per_layer"] == pytest.approx(fa2["gemm_time_per_layer"])
+    assert fa1["step_time"] > fa2["step_time"]
+
+
 def test_attention_runs_slower_per_flop_on_heads_narrower_than_128(engine):
     # FlashAttention-3's forward-speed figures on H100: head dim 64 runs at 0.874 of head dim
     # 128 with FlashAttention-2 and about 0.714 with FlashAttention-3 / cuDNN.

@@ -428,6 +428,17 @@ def test_nvidia_performance_recipes_reduce_gradients_in_bf16(engine, source, gra
     assert _sets(engine, _row(source=source)).get("training.grad_bytes") == grad_bytes
 
 
+@pytest.mark.parametrize("notes, kernel", [
+    ("attention through flash-attention v1.0.5's FlashSelfAttention", "fa1"),
+    ("pip install flash-attn==1.0.4", "fa1"),
+    ("FlashAttention-1 kernels", "fa1"),
+    ("pip install flash-attn==2.0.8", None),
+    ("FlashAttention-2", None)])
+def test_runs_naming_the_first_flashattention_take_its_kernel(engine, notes, kernel):
+    assert _sets(engine, _row(source="a lab's training report", notes=notes)).get(
+        "training.attention_kernel") == kernel
+
+
 @pytest.mark.parametrize("source", ["NVIDIA NeMo AutoModel docs/performance-summary.md",
                                     "NVIDIA-NeMo/Automodel docs/performance-summary.md"])
 def test_nemo_automodel_is_fsdp2_not_the_nvidia_recipes(engine, source):
