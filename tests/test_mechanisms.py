@@ -349,6 +349,27 @@ def test_fsdp_under_pipeline_parallelism_syncs_once_per_step(engine):
         2 * m * flat["layers_per_stage"] * flat["zero3_layer_gather_time"])
 
 
+def test_fsdp_that_reshards_after_forward_under_pipelining_gathers_every_micro_batch(engine):
+    """FSDP2's default reshard_after_forward=True under PyTorch pipelining: each micro-batch's
+    backward gathers the stage's weights again (and leaves them for the next forward); the
+    gradients are still reduce-scattered once per step."""
+    sets = {"parallelism.zero": 3, "parallelism.pp": 8, "parallelism.tp": 8,
+            "parallelism.dp": 16}
+    kept = engine.evaluate(GPT3, sets)
+    freed = engine.evaluate(GPT3, {**sets, "parallelism.fsdp_pp_reshard": True})
+    m = freed["microbatches"]
+    assert m > 1 and kept["zero3_gathers_per_step"] == 1 and freed["zero3_gathers_per_step"] == m
+    assert freed["zero3_gather_time"] == pytest.approx(m * kept["zero3_gather_time"])
+    assert freed["dp_comm_time"] == pytest.approx(
+        kept["dp_grad_reduce_time"] + m * kept["zero3_gather_time"])
+    assert freed["dp_comm_volume"] > kept["dp_comm_volume"]
+    assert freed["step_time"] >= kept["step_time"]
+    # Without pipeline parallelism FSDP gathers before every forward and backward either way.
+    flat = {**sets, "parallelism.pp": 1, "parallelism.dp": 128}
+    assert engine.evaluate(GPT3, {**flat, "parallelism.fsdp_pp_reshard": True})["step_time"] \
+        == pytest.approx(engine.evaluate(GPT3, flat)["step_time"])
+
+
 def test_a_part_that_sustains_a_higher_tensor_rate_scales_its_family_s_gemm_figure(engine):
     # GB300 and GB200 share datasheet peaks (5,000 TFLOP/s FP8 dense) and the Blackwell
     # family's fitted figure; Azure's cuBLASLt benchmark measures GB300 at 1.14x GB200.

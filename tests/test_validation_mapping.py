@@ -1049,6 +1049,18 @@ def test_hybrid_sharding_shards_inside_a_node(engine, fsdp, shard):
     assert c.get("parallelism.dp_shard") == (str(shard) if shard else None)
 
 
+@pytest.mark.parametrize("pp, fsdp, reshard", [
+    (2, "FSDP2 fully_shard over the data-parallel ranks, reshard_after_forward=True", "true"),
+    (2, "FSDP2 fully_shard, reshard_after_forward: false", None),
+    (2, "FULL_SHARD", None),
+    (1, "FSDP2 fully_shard, reshard_after_forward=True", None)])
+def test_fsdp_resharding_after_forward_is_read_under_pipelining(engine, pp, fsdp, reshard):
+    row = _row(parallel=_Replace({"tp": 1, "pp": pp, "dp": 64 // pp, "fsdp": fsdp}),
+               hardware={"gpu": "H100-SXM5-80GB", "count": 64, "gpus_per_node": 8},
+               batch={"global_batch_sequences": 256, "micro_batch": 1})
+    assert _sets(engine, row).get("parallelism.fsdp_pp_reshard") == reshard
+
+
 def test_a_shard_group_written_out_is_the_hybrid_shard_group(engine):
     row = _row(parallel=_Replace({"tp": 1, "pp": 1, "dp": 2048, "fsdp":
                                   "hybrid: FSDP shard group 128 GPUs (ici_fsdp 8 x dcn_fsdp 16), "

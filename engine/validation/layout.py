@@ -29,6 +29,7 @@ NOT_INTERLEAVED = re.compile(r"\b(?:not|no|without|non)[\s-]+(?:[\w-]+\s+){0,2}i
 HYBRID = re.compile(r"hybrid|\bhsdp\b", re.IGNORECASE)
 # A shard group written out ("FSDP shard group 128 GPUs"); without it, a node.
 SHARD_GROUP = re.compile(r"shard group (?:of )?(\d+)", re.IGNORECASE)
+RESHARD = re.compile(r"reshard_after_forward\s*[=:]\s*true", re.IGNORECASE)
 # An interleaving factor written in text: "v=4", "vpp 4", "4 chunks", "4 virtual stages".
 FACTOR = re.compile(r"\b(?:v|vpp|vp)\s*[=:]?\s*(\d+)\b|\b(\d+)\s*(?:model\s+)?(?:chunks|virtual)",
                     re.IGNORECASE)
@@ -86,6 +87,11 @@ def layout(m: Mapper) -> None:
                          + (f"of a group of {group.group(1)} GPUs" if group else
                             f"of a node{'' if node_gpus else ' (8 GPUs per node assumed)'}")
                          + ", replicated across the others (parallelism.dp_shard)")
+    if zero >= 3 and pp > 1 and RESHARD.search(fsdp):
+        sets["parallelism.fsdp_pp_reshard"] = True
+        notes.append("FSDP reshards after every forward under pipeline parallelism "
+                     "(reshard_after_forward=True): one weight all-gather per micro-batch "
+                     "(parallelism.fsdp_pp_reshard)")
     _interleaving(m, pp)
 
 
