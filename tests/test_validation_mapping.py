@@ -428,6 +428,28 @@ def test_nvidia_performance_recipes_reduce_gradients_in_bf16(engine, source, gra
     assert _sets(engine, _row(source=source)).get("training.grad_bytes") == grad_bytes
 
 
+@pytest.mark.parametrize("source, shape, stated, overlap", [
+    ("NVIDIA/dgxc-benchmarking llama3.1/README.md (NeMo 25.04.01 container)",
+     {"layers": 126, "hidden": 16384}, None, "1"),
+    ("NVIDIA NeMo Framework user guide, Performance Summary, NeMo 25.02 container",
+     {"layers": 80, "hidden": 8192}, None, "1"),
+    ("NVIDIA/dgxc-benchmarking llama3.1/README.md (NeMo 25.04.01 container)",
+     {"layers": 126, "hidden": 16384}, False, "0"),
+    ("NVIDIA/dgxc-benchmarking llama3.1/README.md (NeMo 25.04.01 container)",
+     {"layers": 32, "hidden": 4096}, None, None),
+    ("NVIDIA/dgxc-benchmarking llama3.1/README_70b.md (NeMo 24.09 container, NeMo launcher)",
+     {"layers": 80, "hidden": 8192}, None, "1"),
+    ("NVIDIA/dgxc-benchmarking llama3.1/README_8b.md (NeMo 24.09 container, NeMo launcher)",
+     {"layers": 32, "hidden": 4096}, None, None)])
+def test_nemo_performance_recipes_overlap_tensor_parallel_traffic(engine, source, shape,
+                                                                     stated, overlap):
+    parallel = {"tp": 8, "pp": 8, "dp": 1}
+    if stated is not None:
+        parallel["tp_comm_overlap"] = stated
+    row = _row(source=source, model={**shape, "heads": 64}, parallel=parallel)
+    assert _sets(engine, row).get("parallelism.tp_comm_overlap") == overlap
+
+
 @pytest.mark.parametrize("notes, kernel", [
     ("attention through flash-attention v1.0.5's FlashSelfAttention", "fa1"),
     ("pip install flash-attn==1.0.4", "fa1"),
