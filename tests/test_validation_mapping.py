@@ -455,6 +455,7 @@ def test_nemo_performance_recipes_overlap_tensor_parallel_traffic(engine, source
     ("pip install flash-attn==1.0.4", "fa1"),
     ("FlashAttention-1 kernels", "fa1"),
     ("pip install flash-attn==2.0.8", None),
+    ("flash attention 1.3x faster than the baseline", None),
     ("FlashAttention-2", None)])
 def test_runs_naming_the_first_flashattention_take_its_kernel(engine, notes, kernel):
     assert _sets(engine, _row(source="a lab's training report", notes=notes)).get(
