@@ -75,6 +75,8 @@ ABLATIONS = [
      ["hardware.attention_head_exponent=0", "hardware.attention_head_exponent_fa3=0"]),
     ("fused attention with no per-row cost (hardware.attention_row_overhead 0)", None,
      ["hardware.attention_row_overhead=0"]),
+    ("every run's loss as Megatron-LM's unfused default (training.loss_kernel unfused)", None,
+     ["training.loss_kernel=unfused"]),
     ("GB300 attention at GB200's rate (hardware.attention_rate_ratio 1)",
      "hardware.node=gb300-nvl72", ["hardware.attention_rate_ratio=1"]),
 ]

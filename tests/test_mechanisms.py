@@ -591,3 +591,31 @@ def test_hybrid_sharding_gathers_in_the_node_and_all_reduces_shards_across_nodes
         + hsdp["dp_buckets"] * latency)
     # The weight traffic leaves the network: gathers are cheaper than over 128 ranks.
     assert hsdp["zero3_gather_time"] < full["zero3_gather_time"]
+
+
+def test_cross_entropy_loss_is_priced_by_its_memory_traffic(engine):
+    # Llama-3-size vocabulary on one H100 (3.35 TB/s): 8,192 tokens of 128,256 logits.
+    cfg = {"hardware.node": "h100-sxm", "hardware.gpus": 8, "parallelism.tp": 1,
+           "parallelism.pp": 1, "parallelism.dp": 8, "training.global_batch": 64,
+           "training.micro_batch": 1, "training.seq_len": 8192, "model.vocab": 128256}
+    logits = 8192 * 128256
+    # Bytes per logit read from the kernels: Megatron's unfused vocab_parallel_cross_entropy
+    # (2 x 16-bit + 12 x fp32 accesses), its jit-fused version (2 + 6), Transformer Engine's
+    # Triton kernel (3 + 4) and flash-attn's kernel with the in-place backward (3 x 16-bit).
+    per_logit = {"unfused": 2 * 2 + 12 * 4, "fused": 2 * 2 + 6 * 4, "te": 3 * 2 + 4 * 4,
+                 "flash": 3 * 2}
+    times = {}
+    for kernel, nbytes in per_logit.items():
+        r = engine.evaluate(GPT3, {**cfg, "training.loss_kernel": kernel})
+        assert r["loss_bytes_per_logit"] == nbytes
+        assert r["loss_time"] == pytest.approx(logits * nbytes / 3.35e12, rel=1e-3)
+        times[kernel] = r
+    # The loss is on the last stage, beside the LM head's GEMM; nothing else moves.
+    gemm = times["unfused"]["logits_time"] - times["unfused"]["loss_time"]
+    assert times["flash"]["logits_time"] - times["flash"]["loss_time"] == pytest.approx(gemm)
+    assert times["unfused"]["gemm_time_per_layer"] == times["flash"]["gemm_time_per_layer"]
+    assert times["unfused"]["step_time"] > times["fused"]["step_time"] \
+        > times["te"]["step_time"] > times["flash"]["step_time"]
+    # Tensor parallelism splits the vocabulary, and with it the loss.
+    tp8 = engine.evaluate(GPT3, {**cfg, "parallelism.tp": 8, "parallelism.dp": 1})
+    assert tp8["loss_time"] == pytest.approx(times["unfused"]["loss_time"] / 8)

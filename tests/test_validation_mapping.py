@@ -1211,3 +1211,22 @@ def test_mlperf_gpt3_of_2023_ran_flashattention_2(engine):
                       "results/eos_n64_ngc24.04_nemo/gpt3", model={"arch": "GPT-3 175B"})
     assert _sets(engine, v31)["training.attention_kernel"] == "fa2"
     assert _sets(engine, v40)["training.attention_kernel"] == "fa3"
+
+
+@pytest.mark.parametrize("source, notes, training, kernel", [
+    # Megatron-Bridge's performance scripts set cross_entropy_fusion_impl 'te' for every run.
+    ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", "", {}, "te"),
+    # NeMo 2's GPTConfig fuses the loss; NeMo 1 (24.09 and before) ran the unfused default.
+    ("NVIDIA/dgxc-benchmarking llama3.1/README.md (NeMo 25.04.01 container)", "", {}, "fused"),
+    ("NVIDIA/dgxc-benchmarking llama3.1/README_70b.md (NeMo 24.09 container)", "", {}, None),
+    ("github:InternLM/InternEvo doc/en/train_performance.md", "", {}, "flash"),
+    ("a lab's report", "Megatron-LM with --cross-entropy-loss-fusion", {}, "fused"),
+    # A run's own recipe value: a sentence naming the implementation takes it.
+    ("a lab's report", "", {"cross_entropy_loss_fusion": "true (--cross-entropy-fusion-impl te)"},
+     "te"),
+    ("a lab's report", "", {"cross_entropy_loss_fusion": True}, "fused"),
+    ("a lab's report", "", {"cross_entropy_fusion_impl": "native"}, "fused"),
+    ("a lab's report", "", {}, None)])
+def test_the_loss_kernel_is_the_framework_s(engine, source, notes, training, kernel):
+    row = _row(source=source, notes=notes, training=training)
+    assert _sets(engine, row).get("training.loss_kernel") == kernel

@@ -488,8 +488,11 @@ class Mapper:
             words = re.sub(r"[\s-]+", "_", word)
             label = word if word in labels else spellings.get(words)
             if label is None:  # a sentence: the one choice it names ("all-gather of K and V")
-                named = {lab for sp, lab in {**{x: x for x in labels}, **spellings}.items()
+                found = {sp: lab for sp, lab in {**{x: x for x in labels}, **spellings}.items()
                          if re.search(rf"(?<![a-z0-9]){re.escape(sp)}(?![a-z0-9])", words)}
+                named = set(found.values())
+                if len(named) > 1:  # "true (--impl te)": the named choice beats the on/off word
+                    named = {lab for sp, lab in found.items() if as_flag(sp) is None}
                 label = named.pop() if len(named) == 1 else None
             if label in labels:
                 return label
