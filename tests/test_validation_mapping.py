@@ -1216,6 +1216,8 @@ def test_mlperf_gpt3_of_2023_ran_flashattention_2(engine):
 @pytest.mark.parametrize("source, notes, training, kernel", [
     # Megatron-Bridge's performance scripts set cross_entropy_fusion_impl 'te' for every run.
     ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", "", {}, "te"),
+    # A Megatron-Bridge row that also names its NeMo container runs the bridge's scripts.
+    ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", "NeMo 25.11 container", {}, "te"),
     # NeMo 2's GPTConfig fuses the loss; NeMo 1 (24.09 and before) ran the unfused default.
     ("NVIDIA/dgxc-benchmarking llama3.1/README.md (NeMo 25.04.01 container)", "", {}, "fused"),
     ("NVIDIA/dgxc-benchmarking llama3.1/README_70b.md (NeMo 24.09 container)", "", {}, None),
