@@ -207,7 +207,13 @@ def test_other_four_bit_formats_are_skipped(engine):
     ("custom remat policy save_qkv_proj (everything else recomputed)", "save_qkv_proj"),
     ("save_out_proj", "full"),
     ("selective (IBM block-level scheme: activation checkpointing of every 1/p-th transformer "
-     "block)", "auto")])
+     "block)", "auto"),
+    # Megatron-Core's module list: only the listed modules are recomputed
+    ("selective (recompute_modules: mlp)", "none"), ("selective (recompute_modules: moe_act mlp)", "none"),
+    ("selective (recompute_modules: mla_up_proj)", "none"),
+    ("selective (recompute_modules: core_attn)", "selective"),
+    ("selective (recompute_modules: moe_act core_attn)", "selective"),
+    ("selective (recompute_modules: moe)", "selective")])
 def test_recompute_spellings(engine, text, recompute):
     m = _map(engine, _row(parallel={"recompute": text}))
     c = dict(item.split("=", 1) for item in m.sets)
