@@ -371,9 +371,11 @@ def test_fsdp_that_reshards_after_forward_under_pipelining_gathers_every_micro_b
 
 
 def test_a_part_that_sustains_a_higher_tensor_rate_scales_its_family_s_gemm_figure(engine):
-    # GB300 and GB200 share datasheet peaks (5,000 TFLOP/s FP8 dense) and the Blackwell
-    # family's fitted figure; Azure's cuBLASLt benchmark measures GB300 at 1.14x GB200.
-    fp8 = {**BLACKWELL_64, "training.precision": "fp8"}
+    # GB300 and GB200 share datasheet peaks (5,000 TFLOP/s FP8 dense); Azure's cuBLASLt
+    # benchmark measures GB300 at 1.14x GB200. Their fitted families differ (Blackwell and
+    # Blackwell Ultra), so the same figures are set on both to see the ratio alone.
+    fp8 = {**BLACKWELL_64, "training.precision": "fp8", "hardware.gemm_efficiency": 0.5,
+           "hardware.attention_efficiency": 0.4}
     gb200 = engine.evaluate(GPT3, {**fp8, "hardware.node": "gb200-nvl72"})
     gb300 = engine.evaluate(GPT3, {**fp8, "hardware.node": "gb300-nvl72"})
     assert gb200["tensor_rate_ratio"] == 1 and gb300["tensor_rate_ratio"] == 1.14

@@ -209,7 +209,8 @@ def test_other_four_bit_formats_are_skipped(engine):
     ("selective (IBM block-level scheme: activation checkpointing of every 1/p-th transformer "
      "block)", "auto"),
     # Megatron-Core's module list: only the listed modules are recomputed
-    ("selective (recompute_modules: mlp)", "none"), ("selective (recompute_modules: moe_act mlp)", "none"),
+    ("selective (recompute_modules: mlp)", "none"),
+    ("selective (recompute_modules: moe_act mlp)", "none"),
     ("selective (recompute_modules: mla_up_proj)", "none"),
     ("selective (recompute_modules: core_attn)", "selective"),
     ("selective (recompute_modules: moe_act core_attn)", "selective"),

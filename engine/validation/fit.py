@@ -133,7 +133,7 @@ def collect(engine: Any, files: list[str], target: str = "step_time_s") -> list[
 
 def regimes(run: FitRun) -> list[str]:
     """The regimes of the issue-12 report a run belongs to."""
-    t, s = run.traits, spec()
+    t = run.traits
     out = []
     if t["gpus"] >= 4096:
         out.append(REGIMES[0])
@@ -145,7 +145,7 @@ def regimes(run: FitRun) -> list[str]:
         out.append(REGIMES[3])
     if t["zero"] >= 3:
         out.append(REGIMES[4])
-    if run.family == "Blackwell" and "Blackwell" in s.families:
+    if (run.family or "").startswith("Blackwell"):  # Blackwell and Blackwell Ultra
         out.append(REGIMES[5])
     if t["precision"] == "nvfp4":
         out.append(REGIMES[6])
