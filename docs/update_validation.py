@@ -236,7 +236,7 @@ def loso(cv: dict[str, Any]) -> str:
              f"| every run held (goal: median ≤ 6%, p90 ≤ 15%) | {_stat_cells(runs)} |"]
     for regime in REGIMES:
         lines.append(f"| {regime} | {_stat_cells([r for r in runs if regime in r['regimes']])} |")
-    for fam in sorted({r["family"] or "not fitted" for r in runs} - set(REGIMES)):
+    for fam in sorted({r["family"] or "not fitted" for r in runs}):
         mine = [r for r in runs if (r["family"] or "not fitted") == fam]
         lines.append(f"| {fam} nodes | {_stat_cells(mine)} |")
     figures = "; ".join(f"{fam}: " + ", ".join(f"`{k.split('.')[-1]}` {v:g}"
