@@ -119,3 +119,15 @@ def write(tmp_path: Path, name: str, text: str) -> str:
     p = tmp_path / name
     p.write_text(text)
     return str(p)
+
+
+def load_script(path: Path):
+    """Import a repository script that is not installed (bench/*.py, docs/update_validation.py)
+    as a module, so a test can call its functions."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -8,11 +8,11 @@ that drifted away from its data, or data edited without refitting, fails here.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from dlformula.core import Engine
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "attention_rows.py"
@@ -21,11 +21,7 @@ GPT3 = str(Path(__file__).resolve().parent.parent / "examples" / "gpt3-175b.yaml
 
 @pytest.fixture(scope="module")
 def rows():
-    spec = importlib.util.spec_from_file_location("attention_rows", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH)
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ paired, and the logged model / measured ratio is the one computed by hand.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from dlformula.validation.fit import FitRun
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "controlled_pairs.py"
@@ -20,11 +20,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "controlled_pairs.py"
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("controlled_pairs", BENCH)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH)
 
 
 def run(rid: str, target: float, **values) -> FitRun:
