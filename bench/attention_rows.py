@@ -25,6 +25,7 @@ attention_row_overhead k). This script:
 
 from __future__ import annotations
 
+import argparse
 import csv
 import statistics
 from collections import defaultdict
@@ -146,4 +147,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     main()

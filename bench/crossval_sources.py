@@ -11,10 +11,12 @@ family, in-sample beside held out, and the figures fitted on everything.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
 from dlformula.core import Engine
+from dlformula.errors import UsageError
 from dlformula.validation.fit import REGIMES, collect, cross_validate, summary
 from dlformula.validation.shipped import resolve, shipped_paths
 
@@ -26,8 +28,15 @@ def row(label: str, rows: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="*", metavar="RUNS",
+                        help="shipped set names or runs files (default: every shipped set)")
+    args = parser.parse_args(argv)
     start = time.perf_counter()
-    files = [resolve(a) for a in argv] or list(shipped_paths().values())
+    try:
+        files = [resolve(a) for a in args.runs] or list(shipped_paths().values())
+    except UsageError as e:
+        parser.error(str(e))
     engine = Engine()
     result = cross_validate(engine, collect(engine, files))
     runs = result["runs"]

@@ -8,6 +8,7 @@ the median ratio. Run: python bench/fp8_pairs.py
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections import defaultdict
@@ -46,4 +47,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     main()

@@ -17,6 +17,7 @@ Prints three tables (docs/validation.md, "Goodput: what the sources say", quotes
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import sys
@@ -154,4 +155,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     sys.exit(main())

@@ -11,8 +11,8 @@ runs that moved most. Run: python bench/omitted_knobs.py [FIELD ...]
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 import tempfile
 import time
 
@@ -69,4 +69,11 @@ def main(fields: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or FIELDS)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("fields", nargs="*", metavar="FIELD",
+                        help=f"section.key of the runs files (default: {' '.join(FIELDS)})")
+    fields = parser.parse_args().fields or FIELDS
+    bad = [f for f in fields if f.count(".") != 1 or not all(f.split("."))]
+    if bad:
+        parser.error(f"{', '.join(bad)}: give each field as section.key, e.g. batch.micro_batch")
+    main(fields)
