@@ -333,6 +333,9 @@ def test_fp8_linear_inputs_are_kept_in_fp8_except_under_torchao(engine):
     assert "training.fp8_scaling" not in te
     mx = _sets(engine, _row(precision="mxfp8", source="Megatron-Bridge performance summary"))
     assert mx["training.fp8_scaling"] == "block" and "training.fp8_weight_cache" not in mx
+    # torchao's MXFP8 is block-scaled too: the tensorwise Float8Linear rule does not claim it
+    ao = _sets(engine, _row(precision="mxfp8", source="pytorch/ao torchao/prototype/moe_training"))
+    assert ao["training.fp8_scaling"] == "block"
 
 
 def test_megatron_moe_layer_pattern_and_shared_width(engine):
