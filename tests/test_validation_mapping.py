@@ -336,6 +336,7 @@ def test_fp8_linear_inputs_are_kept_in_fp8_except_under_torchao(engine):
     # torchao's MXFP8 is block-scaled too: the tensorwise Float8Linear rule does not claim it
     ao = _sets(engine, _row(precision="mxfp8", source="pytorch/ao torchao/prototype/moe_training"))
     assert ao["training.fp8_scaling"] == "block"
+    assert (ao["training.fp8_weight_cache"], ao["training.fp8_saved_inputs"]) == ("false", "false")
 
 
 def test_megatron_moe_layer_pattern_and_shared_width(engine):
