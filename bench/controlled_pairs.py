@@ -28,18 +28,20 @@ from dlformula.validation.shipped import shipped_paths
 Pair = tuple[float, FitRun, FitRun, float, float]  # log(model / measured), run a, run b, ratios
 
 
-def pairs(runs: list[FitRun], steps: dict[str, float],
+def pairs(runs: list[FitRun], steps: list[float],
           max_diff: int) -> dict[tuple[str, ...], list[Pair]]:
-    """Group every pair of runs whose mapped inputs differ in 1..max_diff keys by those keys."""
+    """Group every pair of runs whose mapped inputs differ in 1..max_diff keys by those keys;
+    steps[i] is the model's step time of runs[i] (ids are unique per file only)."""
     keys = sorted({k for r in runs for k in r.values})
     grouped: dict[tuple[str, ...], list[Pair]] = defaultdict(list)
     for i, a in enumerate(runs):
-        for b in runs[i + 1:]:
+        for j in range(i + 1, len(runs)):
+            b = runs[j]
             diff = tuple(k for k in keys if str(a.values.get(k)) != str(b.values.get(k)))
             if not 1 <= len(diff) <= max_diff:
                 continue
             measured = a.target / b.target
-            model = steps[a.id] / steps[b.id]
+            model = steps[i] / steps[j]
             grouped[diff].append((math.log(model / measured), a, b, measured, model))
     return grouped
 
@@ -53,7 +55,7 @@ def main() -> None:
     start = time.perf_counter()
     engine = Engine()
     runs = collect(engine, list(shipped_paths().values()))
-    steps = {r.id: float(engine.model.evaluate(r.values)["step_time"]) for r in runs}
+    steps = [float(engine.model.evaluate(r.values)["step_time"]) for r in runs]
     grouped = pairs(runs, steps, args.max_diff)
     print(f"{len(runs)} runs, {sum(map(len, grouped.values()))} pairs differing in "
           f"1-{args.max_diff} inputs, {time.perf_counter() - start:.0f} s")

@@ -32,7 +32,7 @@ def run(rid: str, target: float, **values) -> FitRun:
 def test_pairs_grouped_by_the_inputs_that_differ(bench):
     runs = [run("a", 2.0), run("b", 1.0, micro_batch=2), run("c", 1.5, precision="fp8"),
             run("d", 1.0, tp=2, pp=2, micro_batch=4)]
-    steps = {"a": 2.0, "b": 1.2, "c": 1.2, "d": 1.0}
+    steps = [2.0, 1.2, 1.2, 1.0]  # the model's step time of each run, in order
     grouped = bench.pairs(runs, steps, max_diff=2)
     assert sorted(grouped) == [("micro_batch",), ("micro_batch", "precision"), ("precision",)]
     off, first, second, measured, model = grouped[("micro_batch",)][0]
