@@ -1,0 +1,110 @@
+"""Residuals: does the held-out step-time error drift with what the model itself predicts?
+
+A mechanism priced right leaves no trend in the errors of the runs it dominates: the runs the
+model gives a large pipeline bubble, a large exposed-communication share or a large attention
+share should be neither slower nor faster than measured, on the whole, than the others. This
+predicts every shipped run (or the named sets) leave-one-source-out, as bench/crossval_sources.py
+does, evaluates the quantities below for each run, and prints, per quantity, bins of runs with
+their count, the median signed error (model / measured - 1: positive is too slow) and the
+median |error|. A bin whose signed median stands far from the others names a mechanism to
+look at; `--show QUANTITY` lists the sources in each of its bins.
+
+    python bench/residuals.py [RUNS ...] [--show QUANTITY]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+from dlformula.core import Engine
+from dlformula.errors import UsageError
+from dlformula.validation.fit import collect, cross_validate
+from dlformula.validation.shipped import resolve, shipped_paths
+
+# quantity -> bin edges (a run falls in [lo, hi)); each is a quantity of the model
+BINS: dict[str, list[float]] = {
+    "gpus": [1, 9, 65, 257, 1025, 4097, 1e9],
+    "tp": [1, 2, 4, 8, 1e9],
+    "pp": [1, 2, 8, 16, 1e9],
+    "microbatches": [1, 2, 5, 17, 65, 257, 1e12],
+    "microbatch_tokens": [0, 2049, 4097, 8193, 16385, 65537, 1e12],
+    "pipeline_bubble_fraction": [0, 0.001, 0.05, 0.1, 0.2, 1e9],
+    "exposed_comm_share": [0, 0.02, 0.05, 0.1, 0.2, 0.4, 1e9],
+    "attention_share": [0, 0.05, 0.1, 0.2, 0.4, 1e9],
+    "mfu": [0, 0.2, 0.3, 0.4, 0.5, 0.6, 1e9],
+}
+DERIVED = {"attention_share": ("attention_core_time", "layer_forward_time")}
+
+
+def bins(values: list[float], errors: list[float], edges: list[float]) -> list[dict[str, Any]]:
+    """The runs whose value lies in each [lo, hi) of edges, with their signed and |error| medians;
+    empty bins are left out."""
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        inside = [e for v, e in zip(values, errors) if lo <= v < hi]
+        if inside:
+            out.append({"lo": lo, "hi": hi, "n": len(inside),
+                        "signed": statistics.median(inside),
+                        "abs": statistics.median(abs(e) for e in inside)})
+    return out
+
+
+def quantity(result: dict[str, Any], name: str) -> float:
+    if name in DERIVED:
+        num, den = DERIVED[name]
+        return float(result[num]) / max(float(result[den]), 1e-30)
+    return float(result[name])
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="*", metavar="RUNS",
+                        help="shipped set names or runs files (default: every shipped set)")
+    parser.add_argument("--show", default="", metavar="QUANTITY",
+                        help="list the sources in each bin of one quantity: " + ", ".join(BINS))
+    args = parser.parse_args(argv)
+    if args.show and args.show not in BINS:
+        parser.error(f"--show {args.show}: not a binned quantity; choose one of {', '.join(BINS)}")
+    start = time.perf_counter()
+    try:
+        files = [resolve(a) for a in args.runs] or list(shipped_paths().values())
+    except UsageError as e:
+        parser.error(str(e))
+    engine = Engine()
+    runs = collect(engine, files)
+    held = {(r["file"], r["id"]): r for r in cross_validate(engine, runs)["runs"]}
+    names = {d.config: d.name for d in engine.model.inputs.values() if d.config}
+    errors, values, sources = [], {q: [] for q in BINS}, []
+    for run in runs:
+        row = held[(run.file, run.id)]
+        # the figures the run was predicted at when its source was held out
+        point = {names[k]: v for k, v in (row["held_out_figures"] or {}).items()}
+        result = engine.model.evaluate({**run.values, **point})
+        errors.append(row["held_out"])
+        sources.append(run.source)
+        for q in BINS:
+            values[q].append(quantity(result, q))
+    print(f"{len(runs)} runs, held out by source; {time.perf_counter() - start:.0f} s")
+    print(f"{'quantity':26} {'bin':>16} {'runs':>5} {'signed':>8} {'|error|':>8}")
+    for q, edges in BINS.items():
+        for i, b in enumerate(bins(values[q], errors, edges)):
+            label = "[{:g}, {})".format(b["lo"], "" if b["hi"] >= 1e9 else f"{b['hi']:g}")
+            print(f"{q if i == 0 else '':26} {label:>16} {b['n']:5} "
+                  f"{b['signed']:+8.1%} {b['abs']:8.1%}")
+    if args.show:
+        print(f"\nsources by bin of {args.show}:")
+        for lo, hi in zip(BINS[args.show][:-1], BINS[args.show][1:]):
+            inside = Counter(s for v, s in zip(values[args.show], sources) if lo <= v < hi)
+            if inside:
+                top = ", ".join(f"{s} {n}" for s, n in inside.most_common(4))
+                print(f"  [{lo:g}, {'' if hi >= 1e9 else f'{hi:g}'}): {top}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,50 @@
+"""bench/residuals.py: the held-out errors are binned by a model quantity as written.
+
+The bins decide which mechanism a trend points at, so they are checked on hand-made values:
+each run lands in the one [lo, hi) bin its value lies in, empty bins are left out, and the
+signed and absolute medians are those computed by hand; a derived share divides the two
+quantities it names.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import load_script
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "residuals.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_script(BENCH)
+
+
+def test_runs_fall_in_the_bin_of_their_value(bench):
+    values = [0.0, 0.01, 0.15, 0.19, 0.5]
+    errors = [0.10, -0.30, -0.05, 0.20, 0.02]
+    out = bench.bins(values, errors, [0, 0.1, 0.2, 0.3, 1.0])
+    assert [(b["lo"], b["n"]) for b in out] == [(0, 2), (0.1, 2), (0.3, 1)]  # [0.2, 0.3) empty
+    first, second, last = out
+    assert first["signed"] == pytest.approx(-0.10) and first["abs"] == pytest.approx(0.20)
+    assert second["signed"] == pytest.approx(0.075) and second["abs"] == pytest.approx(0.125)
+    assert last["signed"] == pytest.approx(0.02)
+    # a value on an edge belongs to the bin it opens, and one past the last edge to none
+    assert bench.bins([0.1, 2.0], [1.0, 1.0], [0, 0.1, 1.0])[0]["lo"] == 0.1
+    assert sum(b["n"] for b in bench.bins([0.1, 2.0], [1.0, 1.0], [0, 0.1, 1.0])) == 1
+
+
+def test_attention_share_divides_the_named_times(bench):
+    result = {"attention_core_time": 0.002, "layer_forward_time": 0.008, "mfu": 0.4}
+    assert bench.quantity(result, "attention_share") == pytest.approx(0.25)
+    assert bench.quantity(result, "mfu") == pytest.approx(0.4)
+
+
+def test_unknown_quantity_is_one_line(bench, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--show", "bubble"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "not a binned quantity" in err[-1] and "pipeline_bubble_fraction" in err[-1]
