@@ -1243,3 +1243,25 @@ def test_mlperf_gpt3_of_2023_ran_flashattention_2(engine):
 def test_the_loss_kernel_is_the_framework_s(engine, source, notes, training, kernel):
     row = _row(source=source, notes=notes, training=training)
     assert _sets(engine, row).get("training.loss_kernel") == kernel
+
+
+@pytest.mark.parametrize(("hardware", "bandwidth"), [
+    ({"gpu": "H100-SXM5-80GB (Google Cloud A3, a3-highgpu-8g)"}, "12.5 GB/s"),
+    ({"gpu": "H100 80GB", "interconnect": "GPUDirect-TCPX between A3 VMs"}, "12.5 GB/s"),
+    ({"gpu": "H100-SXM5-80GB (Google Cloud a3-megagpu-8g)"}, "25 GB/s"),
+    ({"gpu": "H100 80GB HBM3", "interconnect": "connected via TCPXO (200 Gbps/GPU)"}, "25 GB/s"),
+    ({"gpu": "H100-SXM5-80GB", "interconnect": "8x400Gb/s InfiniBand NDR per node"}, None),
+])
+def test_a_cloud_vms_network_found_in_its_name_or_interconnect(engine, hardware, bandwidth):
+    """Google Cloud's A3 High / A3 Mega are H100 SXM boards on a slower network than the
+    node's InfiniBand: the variant is read from the GPU name or the interconnect text, and a
+    run on InfiniBand keeps the node's own figure."""
+    got = _sets(engine, _row(hardware={"count": 64, **hardware}))
+    assert got["hardware.node"] == "h100-sxm"
+    assert got.get("hardware.scaleout_bandwidth") == bandwidth
+
+
+def test_a_runs_own_network_figure_wins_over_the_variant(engine):
+    row = _row(hardware={"gpu": "H100 (a3-megagpu-8g)", "count": 64,
+                         "scaleout_bandwidth": "20 GB/s"})
+    assert _sets(engine, row)["hardware.scaleout_bandwidth"] == "20 GB/s"

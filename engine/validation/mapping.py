@@ -249,12 +249,13 @@ class Mapper:
                 raise Skip(f"no hardware node for '{gpu}' (it would be {node}; "
                            "`dlformula hardware` lists the nodes)")
         sets["hardware.node"] = node
-        self._hardware_from_name(gpu, node)
+        self._hardware_from_name(gpu, node, row.text("hardware.interconnect") or "")
         if row.get("hardware.gpus_per_node") is not None:
             sets["hardware.gpus_per_node"] = row.integer("hardware.gpus_per_node", 1)
 
-    def _hardware_from_name(self, gpu: str, node: str) -> None:
-        """HBM capacity and power limit printed in the name; known variants of a node."""
+    def _hardware_from_name(self, gpu: str, node: str, interconnect: str) -> None:
+        """HBM capacity and power limit printed in the name; known variants of a node, found
+        in the name or the interconnect the run describes (a cloud's network on the board)."""
         m = re.search(r"(\d+)\s*GB\b", gpu, re.IGNORECASE)
         spec = self.ctx.node_hbm.get(node)
         if m and spec and spec[1] in ("GiB", "GB") and float(m.group(1)) != spec[0]:
@@ -262,7 +263,7 @@ class Mapper:
             self.notes.append(f"{node} with {m.group(1)} GB of HBM (capacity from the GPU "
                               "name)")
         for variant in self.conv.variants:
-            if variant.node == node and variant.regex.search(gpu):
+            if variant.node == node and variant.regex.search(f"{gpu}\n{interconnect}"):
                 self.sets.update({k: v for k, v in variant.sets.items() if k in self.known})
                 self.notes.append(variant.note)
         m = re.search(r"(\d+)\s*W\b", gpu)
