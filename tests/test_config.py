@@ -91,8 +91,8 @@ def test_layouts_that_cannot_run(run):
 
 
 @pytest.mark.parametrize("sets,message", [
-    (["parallelism.tp=16", "parallelism.pp=4", "model.kv_heads=8", "model.heads=64"],
-     "model.kv_heads = 8 is not divisible by parallelism.tp = 16"),
+    (["parallelism.tp=16", "parallelism.pp=4", "model.kv_heads=6", "model.heads=96"],
+     "model.kv_heads = 6 and parallelism.tp = 16: one must divide the other"),
     (["parallelism.tp=5", "parallelism.dp=25", "hardware.gpus=1000"],
      "model.heads = 96 is not divisible by parallelism.tp = 5"),
     (["parallelism.vpp=2", "parallelism.pp=1", "parallelism.dp=128"],

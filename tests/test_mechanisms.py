@@ -621,3 +621,32 @@ def test_cross_entropy_loss_is_priced_by_its_memory_traffic(engine):
     # Tensor parallelism splits the vocabulary, and with it the loss.
     tp8 = engine.evaluate(GPT3, {**cfg, "parallelism.tp": 8, "parallelism.dp": 1})
     assert tp8["loss_time"] == pytest.approx(times["unfused"]["loss_time"] / 8)
+
+
+def test_tensor_parallelism_beyond_the_key_value_heads_gathers_the_qkv_projection(engine):
+    # Megatron-Core (attention.py since f7dfb997): with tp > kv_heads each rank attends with
+    # its query group's one key/value head, after an all-gather of the QKV projection's output
+    # (forward) and a reduce-scatter of its gradient (backward), on no GEMM's shadow.
+    base = {"hardware.node": "h100-sxm", "hardware.gpus": 64, "parallelism.tp": 8,
+            "parallelism.pp": 1, "parallelism.dp": 8, "training.global_batch": 64,
+            "training.micro_batch": 1, "training.recompute": "none", "model.heads": 96,
+            "model.kv_heads": 4}
+    r = engine.evaluate(GPT3, base)
+    assert r["kv_heads_per_rank"] == 1
+    head = r["kv_width"] / 4
+    assert r["kv_width_per_rank"] == pytest.approx(head)
+    assert r["qkv_width_per_rank"] == pytest.approx(r["q_width"] / 8 + 2 * head)
+    gathered = r["activation_bytes"] * r["microbatch_tokens"] * r["qkv_width"]
+    one = 7 / 8 * gathered / r["tp_bandwidth"] + 7 * r["tp_latency"]
+    assert r["tp_qkv_gather_time"] == pytest.approx(one)
+    assert r["tp_qkv_gathers_per_layer"] == pytest.approx(2 * one)  # no recompute
+    # The same layer with the key/value heads split evenly: no gather, the rest of the TP
+    # traffic unchanged (tp_collective_time moves activations of the model width).
+    even = engine.evaluate(GPT3, {**base, "model.kv_heads": 8})
+    assert even["tp_qkv_gather_time"] == 0 and even["kv_heads_per_rank"] == 1
+    assert r["tp_comm_per_layer"] - even["tp_comm_per_layer"] == pytest.approx(2 * one)
+    assert (r["tp_comm_exposed_per_layer"] - even["tp_comm_exposed_per_layer"]
+            == pytest.approx(2 * one))
+    # Neither divides the other: refused with its one-line reason.
+    with pytest.raises(Exception, match="kv_heads = 3 and parallelism.tp = 8"):
+        engine.evaluate(GPT3, {**base, "model.kv_heads": 3})
