@@ -1265,3 +1265,18 @@ def test_a_runs_own_network_figure_wins_over_the_variant(engine):
     row = _row(hardware={"gpu": "H100 (a3-megagpu-8g)", "count": 64,
                          "scaleout_bandwidth": "20 GB/s"})
     assert _sets(engine, row)["hardware.scaleout_bandwidth"] == "20 GB/s"
+
+
+def test_a_convention_whose_keys_the_run_states_is_not_an_assumption(engine):
+    """Megatron-Bridge's DeepSeek-V3 recipe dispatches with HybridEP; a run of that shape that
+    states the all-to-all dispatcher keeps it, and the recipe's note is not listed."""
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    shape = {"experts": 256, "top_k": 8, "expert_ffn_hidden": 2048}
+    source = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"
+    recipe = _map(engine, _moe_row(model=shape, source=source))
+    assert ("moe.dispatcher=deepep" in recipe.sets
+            and any("HybridEP" in a for a in recipe.assumptions))
+    stated = _map(engine, _moe_row(model={**shape, "dispatcher": "alltoall"}, source=source))
+    assert "moe.dispatcher=alltoall" in stated.sets
+    assert not any("HybridEP" in a for a in stated.assumptions)

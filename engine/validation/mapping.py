@@ -421,7 +421,9 @@ class Mapper:
             stated = {**{k: v for k, v in self.sets.items() if k not in self.unknown}, **own}
             if not holds(rule.when, self.texts, stated):
                 continue
-            sets = {k: v for k, v in rule.sets.items() if k in self.known}
+            # the run's own value of a key wins (pass_through): a convention all of whose keys
+            # the run states itself sets nothing and is not listed among the assumptions
+            sets = {k: v for k, v in rule.sets.items() if k in self.known and k not in own}
             if not sets:
                 continue
             self.sets.update(sets)
