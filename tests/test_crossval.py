@@ -3,6 +3,7 @@ every run they act on and refitted without each source, like the hardware famili
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,23 @@ def test_a_malformed_framework_figure_is_refused_with_the_file():
     with pytest.raises(ModelError, match="fit.yaml: malformed fit spec.*runs must be moe or all"):
         fit.parse(bad, "fit.yaml")
     assert "moe.host_sync_time" in fit.parse(shipped, "fit.yaml").framework
+
+
+def test_every_source_weighs_the_same_in_a_framework_figure(engine):
+    # Three runs of source A say 10 ms, one run each of sources B and C say 4 ms: weighing runs,
+    # A would carry the figure; weighing sources, B and C do (the figure spans frameworks and
+    # publishers, and one publisher's many runs must not drag it).
+    runs = [_run(engine, f"a{m}", "source A", {"training.micro_batch": m}) for m in (1, 2, 4)]
+    runs += [_run(engine, "b1", "source B", {"moe.top_k": 4}, h=0.004),
+             _run(engine, "c1", "source C", {"moe.top_k": 1}, h=0.004)]
+    result = fit.cross_validate(engine, runs)
+    assert result["framework"] == {"moe.host_sync_time": 0.004}
+    # The families' objective still weighs runs: per_source is the framework figures' choice.
+    predict = fit.Predictor(engine)
+    point = {"moe.host_sync_time": 0.004}
+    a_terms = [min(abs(math.log(predict(r, point) / r.target)), 0.5) for r in runs[:3]]
+    # B and C are exact at 4 ms: by run the mean of five terms, by source the mean of three
+    # sources' means
+    assert fit.objective(predict, runs, point, 0.5) == pytest.approx(sum(a_terms) / 5)
+    assert fit.objective(predict, runs, point, 0.5, per_source=True) == pytest.approx(
+        sum(a_terms) / 3 / 3)

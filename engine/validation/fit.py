@@ -184,11 +184,18 @@ def points(family: Family) -> list[dict[str, float]]:
 
 
 def objective(predict: Predictor, runs: list[FitRun], point: dict[str, float], clip: float,
-              families: dict[str, dict[str, float]] | None = None) -> float:
+              families: dict[str, dict[str, float]] | None = None,
+              per_source: bool = False) -> float:
     """The mean over `runs` of |log(predicted / target)|, each term clipped at `clip`; each run
-    predicted at its family's figures in `families` (if given) overlaid with `point`."""
-    return sum(min(abs(math.log(predict(r, {**(families or {}).get(r.family or "", {}), **point})
-                                / r.target)), clip) for r in runs) / len(runs)
+    predicted at its family's figures in `families` (if given) overlaid with `point`. With
+    `per_source`, the mean over the runs' sources of each source's mean, so that every source
+    weighs the same."""
+    terms: dict[str, list[float]] = {}
+    for r in runs:
+        term = min(abs(math.log(predict(r, {**(families or {}).get(r.family or "", {}), **point})
+                                / r.target)), clip)
+        terms.setdefault(r.source if per_source else "", []).append(term)
+    return sum(sum(t) / len(t) for t in terms.values()) / len(terms)
 
 
 def fit_family(predict: Predictor, runs: list[FitRun], family: Family,
@@ -224,7 +231,7 @@ def fit_framework(predict: Predictor, runs: list[FitRun], figures: dict[str, dic
         best: tuple[float, float] | None = None
         for value in figure.grid:
             trial = {**point, figure.key: value}
-            score = objective(predict, mine, trial, clip, figures)
+            score = objective(predict, mine, trial, clip, figures, per_source=True)
             if best is None or score < best[0]:
                 best = (score, value)
         assert best is not None
