@@ -1280,3 +1280,18 @@ def test_a_convention_whose_keys_the_run_states_is_not_an_assumption(engine):
     stated = _map(engine, _moe_row(model={**shape, "dispatcher": "alltoall"}, source=source))
     assert "moe.dispatcher=alltoall" in stated.sets
     assert not any("HybridEP" in a for a in stated.assumptions)
+
+
+def test_the_aws_qwen3_bench_interleaves_only_with_its_overlap(engine):
+    """AWS's Megatron-Bridge Qwen3 bench sets a virtual pipeline only for the all-to-all overlap;
+    without it the Qwen3 recipe's none, not the best feasible interleaving."""
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    source = "awslabs/awsome-distributed-ai 3.test_cases/megatron/megatron-bridge RESULTS.md"
+    shape = {"layers": 48, "experts": 128, "top_k": 8, "expert_ffn_hidden": 768}
+    row = _moe_row(model=shape, source=source,
+                   parallel={"tp": 2, "pp": 4, "dp": 8, "ep": 8, "ep_comm_overlap": False},
+                   batch={"global_batch_sequences": 256, "micro_batch": 1})
+    m = _map(engine, row)
+    assert "parallelism.vpp=1" in m.sets
+    assert any("awsome-distributed-ai" in a and "published recipe" in a for a in m.assumptions)
