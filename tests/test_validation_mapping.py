@@ -1295,3 +1295,14 @@ def test_the_aws_qwen3_bench_interleaves_only_with_its_overlap(engine):
     m = _map(engine, row)
     assert "parallelism.vpp=1" in m.sets
     assert any("awsome-distributed-ai" in a and "published recipe" in a for a in m.assumptions)
+
+
+def test_megatron_local_layers_with_flash_attn_run_the_flash_attn_package(engine):
+    """--use-flash-attn with Megatron-LM's own layers is the flash-attn package (FlashAttention-2
+    class); with Transformer Engine's layers Transformer Engine picks the kernel (cuDNN)."""
+    base = {"source": "NVIDIA/Megatron-LM pretrain_gpt.py", "training": {"flash_attention": True}}
+    local = _sets(engine, _row(**base, notes="Megatron-LM local transformer implementation "
+                                             "(no --transformer-impl flag) with --use-flash-attn"))
+    te = _sets(engine, _row(**base, notes="--transformer-impl transformer_engine --use-flash-attn"))
+    assert local["training.attention_kernel"] == "fa2"
+    assert te["training.attention_kernel"] == "fa3"
