@@ -18,7 +18,7 @@ import time
 from dlformula.core import Engine
 from dlformula.errors import UsageError
 from dlformula.validation.fit import REGIMES, collect, cross_validate, summary
-from dlformula.validation.shipped import resolve, shipped_paths
+from dlformula.validation.shipped import resolve_all
 
 
 def row(label: str, rows: list[dict]) -> str:
@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        files = [resolve(a) for a in args.runs] or list(shipped_paths().values())
+        files = resolve_all(args.runs)
     except UsageError as e:
         parser.error(str(e))
     engine = Engine()

@@ -23,8 +23,8 @@ from typing import Any
 
 from dlformula.core import Engine
 from dlformula.errors import UsageError
-from dlformula.validation.fit import collect, cross_validate
-from dlformula.validation.shipped import resolve, shipped_paths
+from dlformula.validation.fit import Predictor, collect, cross_validate
+from dlformula.validation.shipped import resolve_all
 
 # quantity -> bin edges (a run falls in [lo, hi)); each is a quantity of the model
 BINS: dict[str, list[float]] = {
@@ -72,13 +72,13 @@ def main(argv: list[str]) -> int:
         parser.error(f"--show {args.show}: not a binned quantity; choose one of {', '.join(BINS)}")
     start = time.perf_counter()
     try:
-        files = [resolve(a) for a in args.runs] or list(shipped_paths().values())
+        files = resolve_all(args.runs)
     except UsageError as e:
         parser.error(str(e))
     engine = Engine()
     runs = collect(engine, files)
     held = {(r["file"], r["id"]): r for r in cross_validate(engine, runs)["runs"]}
-    names = {d.config: d.name for d in engine.model.inputs.values() if d.config}
+    names = Predictor(engine).names  # config key -> input name, as the fit predicts
     errors, values, sources = [], {q: [] for q in BINS}, []
     for run in runs:
         row = held[(run.file, run.id)]

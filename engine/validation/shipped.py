@@ -43,6 +43,11 @@ def resolve(name_or_path: str) -> str:
                      f"{', '.join(shipped)} (dlformula validate --list)")
 
 
+def resolve_all(names_or_paths: list[str]) -> list[str]:
+    """The runs files the names or paths give (`resolve`), or every shipped one if none is given."""
+    return [resolve(a) for a in names_or_paths] or list(shipped_paths().values())
+
+
 def describe(path: str) -> RunsSet:
     """A shipped set's name, description (its first comment line), runs and sources."""
     from ..errors import UsageError
