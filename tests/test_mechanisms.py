@@ -433,6 +433,28 @@ def test_jax_save_qkv_proj_recomputes_only_what_the_backward_reads(engine):
     assert moe["ep_a2a_count"] == 5
 
 
+def test_jax_save_dots_keeps_every_matmul_output_and_recomputes_the_elementwise_work(engine):
+    # MaxText's minimal_with_context (once minimal_flash) saves every projection's output and
+    # the attention context; the backward rebuilds only normalisations, RoPE and activations.
+    llama = str(EXAMPLES / "llama3-70b.yaml")
+    r = engine.evaluate(llama, {"training.recompute": "save_dots"})
+    none = engine.evaluate(llama, {"training.recompute": "none"})
+    tokens, tp, sp = r["microbatch_tokens"], r["tp"], r["sp_degree"]
+    # Kept, 16 bits each: the layer input and the attention output projection (hidden wide),
+    # Q, K, V, the context and the MLP's up and gate outputs, plus fp32 softmax statistics.
+    kept = tokens * 2 * (2 * r["hidden"] / sp
+                         + (r["qkv_width"] + r["value_width"] + r["mlp_up_width"]) / tp)
+    assert r["act_per_layer"] == pytest.approx(kept + r["act_attention_stats"])
+    assert r["act_per_layer"] < none["act_per_layer"]
+    # Only the element-wise work runs again: no FLOPs, and no fully rebuilt layer in memory.
+    assert r["layer_recompute_time"] == pytest.approx(r["elementwise_time_per_layer"])
+    assert r["layer_recompute_time"] > 0
+    assert r["recompute_flops_per_token"] == 0 and r["recompute_working_memory"] == 0
+    # Under TP with SP the weight gradients read the normalised inputs, which only the two
+    # input all-gathers rebuild.
+    assert r["recompute_tp_collectives"] == 2 and none["recompute_tp_collectives"] == 0
+
+
 def test_consecutive_routing_sends_a_token_across_the_network_once(engine):
     # NeMo AutoModel's FakeBalancedGate gives token t the experts t*k ... t*k + k - 1: on
     # DeepSeek-V3 with ep 64 over 8 nodes (32 experts a node) its 8 experts share one node.

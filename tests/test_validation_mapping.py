@@ -206,6 +206,9 @@ def test_other_four_bit_formats_are_skipped(engine):
     ("none", "none"), (False, "none"), ("no", "none"), ("unknown", "auto"),
     ("custom remat policy save_qkv_proj (everything else recomputed)", "save_qkv_proj"),
     ("save_out_proj", "full"),
+    ("none class (MaxText remat_policy minimal_flash: every weight-matmul output saved)",
+     "save_dots"),
+    ("minimal_with_context", "save_dots"),
     ("selective (IBM block-level scheme: activation checkpointing of every 1/p-th transformer "
      "block)", "auto"),
     # Megatron-Core's module list: only the listed modules are recomputed
