@@ -211,6 +211,21 @@ def test_expert_optimizer_states_shard_over_the_expert_data_parallel_group(engin
     assert r["weight_memory"] == pytest.approx(r["params_per_gpu"] * 2)  # not sharded at ZeRO-1
 
 
+def test_zero3_gathers_only_the_experts_of_its_own_rank(engine):
+    # FSDP / ZeRO-3 gathers a layer's experts over the expert data-parallel group, so the
+    # working copy of a MoE layer holds this rank's experts, not all of them.
+    for ep in (1, 4):
+        r = engine.evaluate(MIXTRAL, [f"parallelism.ep={ep}", "parallelism.zero=3"])
+        dense = r["attention_params_per_layer"] + r["mlp_params_per_layer"] \
+            - r["moe_layer_share"] * r["experts"] * r["expert_params"]
+        layer = dense / r["tp"] + r["expert_params_per_gpu"] / r["stage_layers"] \
+            + 2 * r["norm_params"] / r["tp"]
+        assert r["zero3_working_memory"] == pytest.approx(2 * layer * (2 + 4))
+        if ep == 1:
+            one = r["zero3_working_memory"]
+    assert r["zero3_working_memory"] < one / 2
+
+
 def test_expert_gradients_reduce_over_the_nics_of_their_own_ranks(engine):
     """Experts' rank order is etp-ep-edp: with ep 8 filling an 8-GPU node an expert's
     data-parallel peers sit one per node, so each group reduces and gathers over one NIC while
