@@ -122,6 +122,26 @@ def test_summary_statistics():
     assert s["skipped"] == 1
 
 
+def test_runs_the_model_puts_over_their_gpus_memory_are_counted(engine):
+    """Every published run ran, so a predicted peak above the GPU's memory is a miss of the
+    memory model: validate counts such runs and names the worst."""
+    rows = [{"id": "fits", "rel_error": {"step_time_s": 0.0}, "memory_share": 0.9},
+            {"id": "over", "rel_error": {"step_time_s": 0.0}, "memory_share": 1.3},
+            {"id": "skip", "skipped": "reason"}]
+    s = v.summarize(rows)
+    assert s["over_memory"] == {"n": 1, "of": 2, "worst": [{"id": "over", "memory_share": 1.3}]}
+    table = v.to_table({"rows": [{**r, "predicted": {"step_time_s": 1.0},
+                                  "target": {"step_time_s": 1.0}} for r in rows[:2]],
+                        "summary": s})
+    assert "memory: 1 of 2 runs ran, but the model puts their peak above their GPU's memory" \
+        in table and "over 130%" in table
+    # A validated row carries the share the engine gives it.
+    report = v.validate(engine, RUNS)
+    row = next(r for r in report["rows"] if "memory_share" in r)
+    values = engine.evaluate(None, row["config"])
+    assert row["memory_share"] == pytest.approx(float(values["hbm_capacity_used"]))
+
+
 def test_summary_matches_the_rows(report):
     errs = [abs(r["rel_error"]["step_time_s"]) for r in report["rows"]
             if "step_time_s" in r.get("rel_error", {})]

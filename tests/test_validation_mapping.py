@@ -1264,6 +1264,19 @@ def test_a_cloud_vms_network_found_in_its_name_or_interconnect(engine, hardware,
     assert got.get("hardware.scaleout_bandwidth") == bandwidth
 
 
+@pytest.mark.parametrize(("interconnect", "bandwidth"), [
+    ("4x ConnectX-8 800 Gb/s Ethernet per 4-GPU node", "100 GB/s"),
+    ("NVLink Gen5 1800 GB/s inside the rack; 4x ConnectX-7 InfiniBand NDR 400 Gb/s", None),
+])
+def test_a_gb200_rack_with_connectx_8_nics_has_their_bandwidth(engine, interconnect, bandwidth):
+    """Azure's GB200 NVL72 racks carry ConnectX-8 NICs (800 Gb/s a GPU) where the reference
+    design, and the node, have ConnectX-7 NDR at 400 Gb/s; '1800 GB/s' of NVLink is no NIC."""
+    got = _sets(engine, _row(hardware={"gpu": "GB200", "count": 512, "gpus_per_node": 4,
+                                       "interconnect": interconnect}))
+    assert got["hardware.node"] == "gb200-nvl72"
+    assert got.get("hardware.scaleout_bandwidth") == bandwidth
+
+
 def test_a_runs_own_network_figure_wins_over_the_variant(engine):
     row = _row(hardware={"gpu": "H100 (a3-megagpu-8g)", "count": 64,
                          "scaleout_bandwidth": "20 GB/s"})

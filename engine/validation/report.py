@@ -56,6 +56,12 @@ def summarize(rows: list[dict[str, Any]], worst: int = 5) -> dict[str, Any]:
                     "mean_abs": sum(abs_errs) / len(abs_errs),
                     "median_signed": percentile(signed, 50),
                     "worst": [{"id": i, "rel_error": e} for i, e in ranked]}
+    # Every published run ran, so its peak fitted in its GPU's memory: a predicted peak above
+    # the capacity is a miss of the memory model (or of what the run leaves out).
+    shares = [(r["id"], r["memory_share"]) for r in rows if "memory_share" in r]
+    over = sorted(((i, m) for i, m in shares if m > 1), key=lambda x: -x[1])
+    out["over_memory"] = {"n": len(over), "of": len(shares),
+                          "worst": [{"id": i, "memory_share": m} for i, m in over[:worst]]}
     out["skipped"] = sum(1 for r in rows if "skipped" in r)
     return out
 
@@ -143,6 +149,7 @@ def _predict_row(engine: Any, row: Row, ctx: Context,
     pred = {k: predicted[k] for k in targets}
     rel = {k: (pred[k] - targets[k]) / targets[k] for k in targets}
     return {"id": row.id, "predicted": pred, "target": targets, "rel_error": rel,
+            "memory_share": float(result["hbm_capacity_used"]),
             "config": mapped.sets, "assumptions": notes}
 
 
@@ -251,6 +258,12 @@ def to_table(report: dict[str, Any]) -> str:
                      f"{_pct(s['median_signed'])})")
         worst = ", ".join(f"{w['id']} {_pct(w['rel_error'])}" for w in s["worst"])
         lines.append(f"  {'':20} worst: {worst}")
+    over = report["summary"].get("over_memory")
+    if over and over["n"]:
+        worst = ", ".join(f"{w['id']} {w['memory_share'] * 100:.0f}%" for w in over["worst"])
+        lines += ["", f"memory: {over['n']} of {over['of']} runs ran, but the model puts their "
+                  f"peak above their GPU's memory (memory_per_gpu / hbm_capacity; worst: "
+                  f"{worst})"]
     return "\n".join(lines).lstrip("\n") + "\n"
 
 
