@@ -672,3 +672,80 @@ def test_tensor_parallelism_beyond_the_key_value_heads_gathers_the_qkv_projectio
     # Neither divides the other: refused with its one-line reason.
     with pytest.raises(Exception, match="kv_heads = 3 and parallelism.tp = 8"):
         engine.evaluate(GPT3, {**base, "model.kv_heads": 3})
+
+
+def test_activation_offloading_keeps_the_offloaded_layers_in_host_memory(engine):
+    # Megatron-Core's cpu_offloading_num_layers: with pp 1 and no recompute, the offloaded
+    # layers' activations wait in host memory; one layer's copy is in flight.
+    llama = str(EXAMPLES / "llama3-70b.yaml")
+    base = {"parallelism.tp": 8, "parallelism.pp": 1, "parallelism.dp": 64,
+            "parallelism.vpp": 1, "training.recompute": "none", "hardware.node": "gb200-nvl72"}
+    kept = engine.evaluate(llama, base)
+    off = engine.evaluate(llama, {**base, "training.offload_layers": 40})
+    layers = off["layers_first_stage"]
+    assert off["offloaded_layer_share"] == pytest.approx(40 / layers)
+    held = off["stage_inflight_layers"] * (1 - 40 / layers) + 1
+    assert off["act_memory"] == pytest.approx(
+        off["act_per_layer"] * held + off["recompute_working_memory"] + off["logits_memory"])
+    assert kept["offloaded_act_memory"] == 0
+    assert off["act_memory"] < kept["act_memory"]
+    # A layer's copy takes its activations over the host link; only what the neighbouring
+    # layer's forward (to host) and backward (back) do not cover shows.
+    copy = off["act_per_layer"] / off["host_bandwidth"]
+    assert off["offload_transfer_time"] == pytest.approx(copy)
+    shown = 40 / layers * (max(0.0, copy - off["layer_forward_time"])
+                           + max(0.0, copy - off["layer_backward_time"]))
+    assert off["offload_exposed_per_layer"] == pytest.approx(shown)
+    assert kept["offload_exposed_per_layer"] == 0
+    # A slow host link shows: PCIe Gen4 at 32 GB/s leaves the copies exposed.
+    slow = engine.evaluate(llama, {**base, "training.offload_layers": 40,
+                                   "hardware.host_bandwidth": 32e9})
+    assert slow["offload_exposed_per_layer"] > off["offload_exposed_per_layer"]
+    assert slow["layer_microbatch_time"] - kept["layer_microbatch_time"] == pytest.approx(
+        slow["offload_exposed_per_layer"])
+    # Megatron-Core refuses offloading every layer, and offloading beside recompute.
+    with pytest.raises(Exception, match="training.offload_layers = 80 must be below"):
+        engine.evaluate(llama, {**base, "training.offload_layers": 80})
+    with pytest.raises(Exception, match="offloads activations only without recompute"):
+        engine.evaluate(llama, {**base, "training.offload_layers": 10,
+                                "training.recompute": "selective"})
+
+
+def test_mla_up_projection_and_expert_activation_recomputed_on_their_own(engine):
+    # Megatron-Core's recompute_modules 'mla_up_proj' and 'moe_act' (DeepSeek-V3's own
+    # training recomputes both): memory falls by what they no longer keep, time rises by
+    # their forward work.
+    dsv3 = str(EXAMPLES / "deepseek-v3-h800.yaml")
+    base = {"training.recompute": "none"}
+    r = engine.evaluate(dsv3, base)
+    up = engine.evaluate(dsv3, {**base, "training.recompute_mla_up_proj": True})
+    tokens, a = r["microbatch_tokens"], r["activation_bytes"]
+    assert r["act_attention_linear"] - up["act_attention_linear"] == pytest.approx(
+        tokens * a * r["qkv_width_per_rank"])
+    up_params = r["q_lora_rank"] * r["q_width"] \
+        + r["kv_lora_rank"] * r["heads"] * (r["qk_nope_head_dim"] + r["v_head_dim"])
+    assert up["mla_up_proj_recompute_time"] == pytest.approx(
+        r["gemm_qkv_time"] * up_params / r["attention_in_params"])
+    assert up["layer_recompute_time"] - r["layer_recompute_time"] == pytest.approx(
+        up["mla_up_proj_recompute_time"])
+    assert up["recompute_flops_per_token"] - r["recompute_flops_per_token"] == pytest.approx(
+        (r["layers"] + r["mtp_layers"]) * 2 * up_params)
+    act = engine.evaluate(dsv3, {**base, "training.recompute_moe_act": True})
+    routed = r["routed_tokens_per_gpu"] * r["moe_imbalance_factor"]
+    assert r["moe_mlp_activation"] - act["moe_mlp_activation"] == pytest.approx(
+        routed * r["gemm_input_bytes"] * r["expert_ffn_size"])
+    assert act["moe_act_recompute_time"] == pytest.approx(
+        a * routed * (r["expert_up_width"] + r["expert_ffn_size"]) / r["hbm_bandwidth"]
+        * r["moe_layer_share"])
+    # Under full recompute the whole layer runs again anyway: the flags change nothing.
+    full = engine.evaluate(dsv3, {"training.recompute": "full"})
+    both = engine.evaluate(dsv3, {"training.recompute": "full",
+                                  "training.recompute_mla_up_proj": True,
+                                  "training.recompute_moe_act": True})
+    assert both["step_time"] == pytest.approx(full["step_time"])
+    assert both["memory_per_gpu"] == pytest.approx(full["memory_per_gpu"])
+    # Without MLA there is no up-projection to recompute.
+    llama = engine.evaluate(GPT3, {"training.recompute_mla_up_proj": True})
+    assert llama["mla_up_proj_recompute_time"] == 0
+    assert llama["act_attention_linear"] == pytest.approx(
+        engine.evaluate(GPT3)["act_attention_linear"])

@@ -1322,3 +1322,68 @@ def test_megatron_local_layers_with_flash_attn_run_the_flash_attn_package(engine
     te = _sets(engine, _row(**base, notes="--transformer-impl transformer_engine --use-flash-attn"))
     assert local["training.attention_kernel"] == "fa2"
     assert te["training.attention_kernel"] == "fa3"
+
+
+DSV3_SHAPE = {"layers": 61, "hidden": 7168, "heads": 128, "kv_heads": 128, "ffn_hidden": 18432,
+              "vocab": 129280, "seq_len": 4096, "experts": 256, "top_k": 8,
+              "expert_ffn_hidden": 2048, "shared_experts": 1, "first_dense_layers": 3,
+              "mla": {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+                      "qk_rope_head_dim": 64, "v_head_dim": 128}}
+
+
+def test_the_recompute_modules_a_run_lists_are_priced_on_their_own(engine):
+    """Megatron-Core's recompute_modules: the MLA up-projections and the experts' activation
+    function are inputs of their own; the dense MLP's and the layernorms' are not priced."""
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    both = _map(engine, _moe_row(model=DSV3_SHAPE, parallel={
+        "tp": 1, "pp": 8, "dp": 8, "ep": 8,
+        "recompute": "selective (recompute_modules: mla_up_proj moe_act)"})).values
+    assert both["training.recompute"] == "none"
+    assert both["training.recompute_mla_up_proj"] is True
+    assert both["training.recompute_moe_act"] is True
+    mlp = _map(engine, _moe_row(model=DSV3_SHAPE, parallel={
+        "tp": 1, "pp": 8, "dp": 8, "ep": 8,
+        "recompute": "selective (recompute_modules: mlp)"})).values
+    assert "training.recompute_mla_up_proj" not in mlp
+    assert "training.recompute_moe_act" not in mlp
+
+
+@pytest.mark.parametrize(("release", "node", "precision", "modules"), [
+    ("26.04", "GB300", "mxfp8", {"training.recompute_mla_up_proj"}),
+    ("25.11", "GB300", "mxfp8", {"training.recompute_moe_act"}),
+    ("26.06", "GB300", "mxfp8", set()),
+    ("26.04", "GB300", "bf16", {"training.recompute_moe_act"}),
+    ("26.04", "GB200", "mxfp8", set()),
+    ("26.06", "GB200", "mxfp8", {"training.recompute_mla_up_proj"}),
+    ("26.02", "B200", "mxfp8", {"training.recompute_mla_up_proj"}),
+])
+def test_megatron_bridge_deepseek_v3_presets_recompute_their_modules(engine, release, node,
+                                                                      precision, modules):
+    """Each release's DeepSeek-V3 preset for the GPU and precision (V2, the scripts' default)
+    lists its recompute_modules; the ones the formulas price are set, nothing else."""
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    gpus = {"GB300": 256, "GB200": 256, "B200": 256}[node]
+    got = _map(engine, _moe_row(source=BRIDGE.format(release), model=DSV3_SHAPE,
+                                hardware={"gpu": node, "count": gpus},
+                                parallel={"tp": 1, "pp": 4, "dp": 64, "ep": 64},
+                                precision=precision)).values
+    flags = {k for k in ("training.recompute_mla_up_proj", "training.recompute_moe_act")
+             if got.get(k)}
+    assert flags == modules
+
+
+def test_megatron_bridge_fsdp_llama_presets_offload_activations(engine):
+    """The Llama 3 70B Megatron-FSDP presets hold 40 (GB200, FP8) or 20 (GB300, FP8) layers'
+    activations in host memory; the same layout without FSDP, or another framework, none."""
+    fsdp = {"model": LLAMA3_70B, "parallel": {"tp": 1, "pp": 1, "dp": 64, "zero": 3},
+            "batch": _Replace({"global_batch_sequences": 256, "micro_batch": 2}),
+            "precision": "fp8"}
+    for gpu, n in (("GB200", 40), ("GB300", 20)):
+        got = _map(engine, _row(source=BRIDGE.format("26.04"), hardware={
+            "gpu": gpu, "count": 64}, **fsdp)).values
+        assert got["training.offload_layers"] == n and got["training.recompute"] == "none"
+    other = _map(engine, _row(source="a lab's Megatron-LM run", hardware={
+        "gpu": "GB200", "count": 64}, **fsdp)).values
+    assert "training.offload_layers" not in other

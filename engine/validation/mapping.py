@@ -271,6 +271,15 @@ class Mapper:
             self.set_known("hardware.tdp", f"{m.group(1)} W",
                            f"power limit {m.group(1)} W: hardware.tdp")
 
+    def _recompute_modules(self, written: str) -> None:
+        """Megatron-Core's recompute_modules the run lists that the formulas price on their
+        own (the MLA up-projections, the experts' activation function)."""
+        if "recompute_modules" not in written:
+            return
+        for module in ("mla_up_proj", "moe_act"):
+            if re.search(rf"\b{module}\b", written):
+                self.set_known(f"training.recompute_{module}", True)
+
     # -- mixture of experts ----------------------------------------------------------------------
     def moe(self) -> None:
         """MoE fields map to the moe plugin's keys; without the plugin the run is skipped.
@@ -341,6 +350,7 @@ class Mapper:
         found = first_match(self.conv.recompute, written)
         if found is not None and found.value is not None:
             sets["training.recompute"] = found.value
+            self._recompute_modules(written)
         else:
             # Left out: operators recompute only as much as memory demands (Megatron-LM's
             # --recompute-num-layers), which the formulas' `auto` choice solves for. The run
