@@ -345,7 +345,8 @@ def _ranked(merged: dict[str, np.ndarray], model: Any, layout: list[str], obj: s
 # Recompute modes only one framework offers (formulas/training.yaml, training.recompute).
 ONE_FRAMEWORK_RECOMPUTE = {"op": "torchtitan's per-op checkpointing policy",
                            "save_qkv_proj": "MaxText's JAX remat policy",
-                           "save_dots": "MaxText's JAX remat policy"}
+                           "save_dots": "MaxText's JAX remat policy",
+                           "save_weight_dots": "JAX's checkpoint_dots_with_no_batch_dims policy"}
 
 
 def recommend(result: SearchResult, values: dict[str, Any]) -> list[str]:

@@ -177,11 +177,12 @@ def test_inputs_have_drop_downs_and_validation(gpt3_book: Any) -> None:
     rules = {str(c): dv for dv in ws.data_validations.dataValidation for c in dv.sqref.ranges}
     recompute = info.choices["recompute"][1]
     assert rules[recompute].type == "list"
-    assert rules[recompute].formula1 == '"none,selective,full,op,auto,save_qkv_proj,save_dots"'
+    assert rules[recompute].formula1 == \
+        '"none,selective,full,op,auto,save_qkv_proj,save_dots,save_weight_dots"'
     assert ws[recompute].value == "selective"
     assert ws[info.cells["recompute"][1]].value == (
-        '=INDEX({0,1,2,3,4,5,6},MATCH(recompute.choice,'
-        '{"none","selective","full","op","auto","save_qkv_proj","save_dots"},0))')
+        '=INDEX({0,1,2,3,4,5,6,7},MATCH(recompute.choice,'
+        '{"none","selective","full","op","auto","save_qkv_proj","save_dots","save_weight_dots"},0))')
     assert rules[info.node_cell[1]].formula1 == "hardware.ids"
     assert ws[info.node_cell[1]].value == "a100-sxm4-80gb"
     tp = info.cells["tp"][1]

@@ -455,6 +455,24 @@ def test_jax_save_dots_keeps_every_matmul_output_and_recomputes_the_elementwise_
     assert r["recompute_tp_collectives"] == 2 and none["recompute_tp_collectives"] == 0
 
 
+def test_jax_save_weight_dots_recomputes_the_attention_core_too(engine):
+    # JAX's checkpoint_dots_with_no_batch_dims (Pax SAVE_DOT_WITH_NO_BATCH_DIM, MaxText minimal)
+    # saves only the weight matmuls' outputs: the attention core, a batched dot, runs again.
+    llama = str(EXAMPLES / "llama3-70b.yaml")
+    dots = engine.evaluate(llama, {"training.recompute": "save_dots"})
+    weight = engine.evaluate(llama, {"training.recompute": "save_weight_dots"})
+    context = weight["microbatch_tokens"] * weight["activation_bytes"] * weight["value_width"] \
+        / weight["tp"]
+    assert dots["act_per_layer"] - weight["act_per_layer"] == pytest.approx(
+        context + dots["act_attention_stats"])
+    assert weight["layer_recompute_time"] == pytest.approx(
+        weight["elementwise_time_per_layer"] + weight["attention_core_time"])
+    selective = engine.evaluate(llama, {"training.recompute": "selective"})
+    assert weight["recompute_flops_per_token"] == pytest.approx(
+        selective["recompute_flops_per_token"])
+    assert weight["recompute_tp_collectives"] == 2
+
+
 def test_consecutive_routing_sends_a_token_across_the_network_once(engine):
     # NeMo AutoModel's FakeBalancedGate gives token t the experts t*k ... t*k + k - 1: on
     # DeepSeek-V3 with ep 64 over 8 nodes (32 experts a node) its 8 experts share one node.

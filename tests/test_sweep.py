@@ -329,7 +329,7 @@ def test_cli_output_file(run, tmp_path):
      "training.micro_batch=1..8"),
     (["--vary", "training.recompute=none,ful"],
      "error: --vary training.recompute=ful: must be one of none, selective, full, op, auto, "
-     "save_qkv_proj, save_dots"),
+     "save_qkv_proj, save_dots, save_weight_dots"),
     (["--vary", "parallelism.tp=1", "--vary", "parallelism.tp=2"],
      "error: --vary parallelism.tp: the key is given twice; list all its values once"),
     (["--vary", "hardware.node=h100,b200"],

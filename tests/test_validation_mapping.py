@@ -209,6 +209,9 @@ def test_other_four_bit_formats_are_skipped(engine):
     ("none class (MaxText remat_policy minimal_flash: every weight-matmul output saved)",
      "save_dots"),
     ("minimal_with_context", "save_dots"),
+    ("save_weight_dots class (Pax CHECKPOINT_POLICY SAVE_DOT_WITH_NO_BATCH_DIM)",
+     "save_weight_dots"),
+    ("MaxText remat_policy minimal", "save_weight_dots"),
     ("selective (IBM block-level scheme: activation checkpointing of every 1/p-th transformer "
      "block)", "auto"),
     # Megatron-Core's module list: only the listed modules are recomputed
