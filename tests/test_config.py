@@ -45,16 +45,16 @@ def test_bad_types(run):
         "(Megatron column/row split of every GEMM))",
         f"error: {p}:4: training.micro_batch = 0: must be integer >= 1 (Sequences per "
         "micro-batch on one pipeline)",
-        f"error: {p}:4: training.recompute = 'sometimes': must be one of none, selective, "
-        "full, op, auto, save_qkv_proj, save_dots, save_weight_dots (Activation recomputation: none, selective "
-        "(attention core only), full (every layer), op (torchtitan's per-op policy: every other "
-        "matmul recomputed), auto (just enough layers recomputed in full for the peak to fit in "
-        "memory; the others recompute the attention core only if an unfused kernel stores its "
-        "scores), save_qkv_proj (MaxText's JAX policy: the QKV projections kept, and the backward"
-        " recomputes only what it needs, which leaves out the MLP's output projection), save_dots"
-        " (MaxText's minimal_with_context, once minimal_flash: every weight matmul's output and "
-        "the attention context kept, only the element-wise work recomputed) or save_weight_dots "
-        "(JAX's checkpoint_dots_with_no_batch_dims, MaxText's minimal, Pax's "
+        f"error: {p}:4: training.recompute = 'sometimes': must be one of none, selective, full, "
+        "op, auto, save_qkv_proj, save_dots, save_weight_dots (Activation recomputation: none, "
+        "selective (attention core only), full (every layer), op (torchtitan's per-op policy: "
+        "every other matmul recomputed), auto (just enough layers recomputed in full for the peak "
+        "to fit in memory; the others recompute the attention core only if an unfused kernel "
+        "stores its scores), save_qkv_proj (MaxText's JAX policy: the QKV projections kept, and "
+        "the backward recomputes only what it needs, which leaves out the MLP's output "
+        "projection), save_dots (MaxText's minimal_with_context, once minimal_flash: every weight "
+        "matmul's output and the attention context kept, only the element-wise work recomputed) "
+        "or save_weight_dots (JAX's checkpoint_dots_with_no_batch_dims, MaxText's minimal, Pax's "
         "SAVE_DOT_WITH_NO_BATCH_DIM: every weight matmul's output kept, the attention core and "
         "the element-wise work recomputed))",
     ]
