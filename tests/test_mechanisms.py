@@ -473,6 +473,23 @@ def test_jax_save_weight_dots_recomputes_the_attention_core_too(engine):
     assert weight["recompute_tp_collectives"] == 2
 
 
+def test_jax_full_recompute_skips_what_no_gradient_reads(engine):
+    # jax.checkpoint's partial evaluation dead-code-eliminates the recomputed forward: the
+    # MLP's output projection feeds only the block's output, which no gradient of the block
+    # reads, so a JAX stack recomputing every layer skips it (and its reduce-scatter).
+    torch = engine.evaluate(GPT3, {"training.recompute": "full"})
+    jax = engine.evaluate(GPT3, {"training.recompute": "full", "training.remat_dce": True})
+    assert torch["layer_recompute_time"] == pytest.approx(torch["layer_forward_time"])
+    assert jax["layer_recompute_time"] == pytest.approx(
+        jax["layer_forward_time"] - jax["mlp_output_projection_time"])
+    assert (torch["recompute_flops_per_token"] - jax["recompute_flops_per_token"]
+            == pytest.approx(jax["layers"] * jax["mlp_output_projection_flops_per_token"]))
+    assert torch["recompute_tp_collectives"] == 4 and jax["recompute_tp_collectives"] == 3
+    # Without recompute there is nothing to skip.
+    none = engine.evaluate(GPT3, {"training.recompute": "none", "training.remat_dce": True})
+    assert none["layer_recompute_time"] == 0
+
+
 def test_consecutive_routing_sends_a_token_across_the_network_once(engine):
     # NeMo AutoModel's FakeBalancedGate gives token t the experts t*k ... t*k + k - 1: on
     # DeepSeek-V3 with ep 64 over 8 nodes (32 experts a node) its 8 experts share one node.

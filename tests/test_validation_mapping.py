@@ -1390,3 +1390,14 @@ def test_megatron_bridge_fsdp_llama_presets_offload_activations(engine):
     other = _map(engine, _row(source="a lab's Megatron-LM run", hardware={
         "gpu": "GB200", "count": 64}, **fsdp)).values
     assert "training.offload_layers" not in other
+
+
+@pytest.mark.parametrize(("source", "dce"), [
+    ("AI-Hypercomputer/gpu-recipes training/a4/llama3-1-70b/maxtext-pretraining-gke", True),
+    ("NVIDIA/JAX-Toolbox rosetta/rosetta/projects/pax/README.md", True),
+    ("NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md", False),
+])
+def test_a_jax_stack_recomputes_only_what_the_backward_reads(engine, source, dce):
+    got = _map(engine, _row(source=source, parallel={"tp": 1, "pp": 8, "dp": 8,
+                                                     "recompute": "full"})).values
+    assert got.get("training.remat_dce", False) is dce
