@@ -1359,6 +1359,8 @@ def test_the_recompute_modules_a_run_lists_are_priced_on_their_own(engine):
     ("26.04", "GB300", "bf16", {"training.recompute_moe_act"}),
     ("26.04", "GB200", "mxfp8", set()),
     ("26.06", "GB200", "mxfp8", {"training.recompute_mla_up_proj"}),
+    ("26.06", "GB200", "fp8", set()),
+    ("26.04", "GB200", "bf16", {"training.recompute_mla_up_proj"}),
     ("26.02", "B200", "mxfp8", {"training.recompute_mla_up_proj"}),
 ])
 def test_megatron_bridge_deepseek_v3_presets_recompute_their_modules(engine, release, node,
