@@ -1403,3 +1403,26 @@ def test_a_jax_stack_recomputes_only_what_the_backward_reads(engine, source, dce
     got = _map(engine, _row(source=source, parallel={"tp": 1, "pp": 8, "dp": 8,
                                                      "recompute": "full"})).values
     assert got.get("training.remat_dce", False) is dce
+
+
+GPT_OSS_120B = {"layers": 36, "hidden": 2880, "heads": 64, "kv_heads": 8, "head_dim": 64,
+                "ffn_hidden": 2880, "vocab": 201088, "seq_len": 4096, "experts": 128, "top_k": 4,
+                "expert_ffn_hidden": 2880}
+
+
+@pytest.mark.parametrize(("release", "gpu", "precision", "moe_act"), [
+    ("26.04", "H100", "bf16", True), ("26.04", "GB300", "bf16", False),
+    ("26.06", "GB200", "mxfp8", False), ("26.06", "GB200", "bf16", True),
+    ("26.06", "B200", "mxfp8", True),
+])
+def test_megatron_bridge_gpt_oss_presets_recompute_the_expert_activation(engine, release, gpu,
+                                                                         precision, moe_act):
+    """The gpt-oss-120b presets on GB200, B200 and H100 list ['layernorm', 'moe_act'] (the
+    MoE activation priced, the layernorm not); GB300's none; 26.06's GB200 MXFP8 none."""
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    got = _map(engine, _moe_row(source=BRIDGE.format(release), model=GPT_OSS_120B,
+                                hardware={"gpu": gpu, "count": 64},
+                                parallel={"tp": 1, "pp": 1, "dp": 64, "ep": 64},
+                                precision=precision)).values
+    assert bool(got.get("training.recompute_moe_act")) is moe_act
