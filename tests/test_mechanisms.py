@@ -68,6 +68,33 @@ def test_a_tensor_parallel_group_across_nodes_uses_the_nics_of_its_ranks_on_a_no
     assert inside["tp_bandwidth"] == pytest.approx(inside["scaleup_link_bandwidth"])
 
 
+def test_internevo_all_reduces_gradients_and_broadcasts_weights_rank_by_rank(engine):
+    # InternEvo's HybridZeroOptimizer: ZeRO-1 whose gradients are all-reduced over the whole
+    # data-parallel group and whose updated weights go out as one broadcast per owning rank.
+    sets = {**AT_SCALE, "parallelism.zero": 1, "parallelism.overlap_param_gather": False}
+    plain = engine.evaluate(GPT3, sets)
+    hybrid = engine.evaluate(GPT3, {**sets, "parallelism.grad_allreduce": True,
+                                    "parallelism.param_broadcast": True})
+    n, nodes, buckets = 336, 168, plain["dp_buckets"]
+    # Gradients: an all-reduce moves twice a reduce-scatter's bytes (ring 2(n-1)/n against (n-1)/n).
+    ar = 2 * (n - 1) / n * plain["grad_reduce_bytes"] / plain["dp_bandwidth"] + buckets * plain["dp_allreduce_latency"]
+    assert hybrid["dp_grad_reduce_time"] == pytest.approx(ar)
+    # Weights: the stage's 12 blocks x 12 tensors (GPT-3: QKV, output, up and down weights and
+    # biases, two layernorms' scales and biases) plus embedding, final norm and head: 147
+    # broadcasts, one per owning rank, since the 336 ranks outnumber the tensors.
+    tensors = plain["layers_per_stage"] * plain["param_tensors_per_layer"] + 3
+    assert tensors == 12 * 12 + 3 and hybrid["param_broadcasts"] == tensors
+    # A broadcast is n ring steps (NCCL tuning.cc), one more NVLink step than an all-gather's n - 1.
+    bcast = 8.4 * US + (n - nodes + 1) * 3.4 * US + (nodes - 1) * 14 * US
+    assert hybrid["dp_broadcast_latency"] == pytest.approx(bcast)
+    # Same bytes as the bucketed all-gathers; the buckets' ring latencies become the broadcasts'.
+    expected = plain["dp_param_gather_time"] - buckets * plain["dp_shard_ring_latency"] + tensors * bcast
+    assert hybrid["dp_param_gather_time"] == pytest.approx(expected)
+    assert hybrid["dp_param_gather_time"] > 3 * plain["dp_param_gather_time"]
+    # Neither input touches a run that does not set it.
+    assert plain["param_broadcasts"] == 0
+
+
 def test_megatron_bucket_grows_with_the_data_parallel_size(engine):
     big = engine.evaluate(GPT3, AT_SCALE)
     assert big["dp_bucket_params"] == 336e6  # max(40M, 1M x dp)

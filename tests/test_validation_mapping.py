@@ -1405,6 +1405,16 @@ def test_a_jax_stack_recomputes_only_what_the_backward_reads(engine, source, dce
     assert got.get("training.remat_dce", False) is dce
 
 
+@pytest.mark.parametrize(("source", "hybrid"), [
+    ("github:InternLM/InternEvo doc/en/train_performance.md; internlm/solver/optimizer/hybrid_zero_optim.py", True),
+    ("NVIDIA Megatron-LM README scaling table", False),
+])
+def test_internevo_s_optimizer_all_reduces_and_broadcasts(engine, source, hybrid):
+    got = _map(engine, _row(source=source, parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 1})).values
+    assert got.get("parallelism.grad_allreduce", False) is hybrid
+    assert got.get("parallelism.param_broadcast", False) is hybrid
+
+
 GPT_OSS_120B = {"layers": 36, "hidden": 2880, "heads": 64, "kv_heads": 8, "head_dim": 64,
                 "ffn_hidden": 2880, "vocab": 201088, "seq_len": 4096, "experts": 128, "top_k": 4,
                 "expert_ffn_hidden": 2880}
