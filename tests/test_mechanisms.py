@@ -77,7 +77,8 @@ def test_internevo_all_reduces_gradients_and_broadcasts_weights_rank_by_rank(eng
                                     "parallelism.param_broadcast": True})
     n, nodes, buckets = 336, 168, plain["dp_buckets"]
     # Gradients: an all-reduce moves twice a reduce-scatter's bytes (ring 2(n-1)/n against (n-1)/n).
-    ar = 2 * (n - 1) / n * plain["grad_reduce_bytes"] / plain["dp_bandwidth"] + buckets * plain["dp_allreduce_latency"]
+    ar = (2 * (n - 1) / n * plain["grad_reduce_bytes"] / plain["dp_bandwidth"]
+          + buckets * plain["dp_allreduce_latency"])
     assert hybrid["dp_grad_reduce_time"] == pytest.approx(ar)
     # Weights: the stage's 12 blocks x 12 tensors (GPT-3: QKV, output, up and down weights and
     # biases, two layernorms' scales and biases) plus embedding, final norm and head: 147
@@ -88,7 +89,8 @@ def test_internevo_all_reduces_gradients_and_broadcasts_weights_rank_by_rank(eng
     bcast = 8.4 * US + (n - nodes + 1) * 3.4 * US + (nodes - 1) * 14 * US
     assert hybrid["dp_broadcast_latency"] == pytest.approx(bcast)
     # Same bytes as the bucketed all-gathers; the buckets' ring latencies become the broadcasts'.
-    expected = plain["dp_param_gather_time"] - buckets * plain["dp_shard_ring_latency"] + tensors * bcast
+    expected = (plain["dp_param_gather_time"] - buckets * plain["dp_shard_ring_latency"]
+                + tensors * bcast)
     assert hybrid["dp_param_gather_time"] == pytest.approx(expected)
     assert hybrid["dp_param_gather_time"] > 3 * plain["dp_param_gather_time"]
     # Neither input touches a run that does not set it.

@@ -1406,7 +1406,8 @@ def test_a_jax_stack_recomputes_only_what_the_backward_reads(engine, source, dce
 
 
 @pytest.mark.parametrize(("source", "hybrid"), [
-    ("github:InternLM/InternEvo doc/en/train_performance.md; internlm/solver/optimizer/hybrid_zero_optim.py", True),
+    ("github:InternLM/InternEvo doc/en/train_performance.md; "
+     "internlm/solver/optimizer/hybrid_zero_optim.py", True),
     ("NVIDIA Megatron-LM README scaling table", False),
 ])
 def test_internevo_s_optimizer_all_reduces_and_broadcasts(engine, source, hybrid):
