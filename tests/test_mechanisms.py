@@ -519,6 +519,39 @@ def test_jax_full_recompute_skips_what_no_gradient_reads(engine):
     assert none["layer_recompute_time"] == 0
 
 
+def test_gpt_oss_experts_pay_their_eager_clamp_and_bias_passes(engine):
+    # Megatron-Core's experts clamp the GLU input with chunk / clamp / cat before the fused GLU
+    # kernel and add the down projection's bias in float32 after the grouped GEMM; Transformer
+    # Engine's fused expert ops (and the sync-free path built on them) do neither on their own.
+    moe = str(EXAMPLES / "gpt4-like-moe.yaml")
+    plain = engine.evaluate(moe)
+    oss = {"moe.glu_clamp": True, "moe.expert_bias": True}
+    r = engine.evaluate(moe, oss)
+    a, f = r["activation_bytes"], r["fp32_bytes"]
+    assert (a, f) == (2, 4)
+    # per routed copy: clamp 4a forward + 3a backward over the up-projection's output,
+    # bias 6f + 2a forward and 4f + 2a backward over the expert output
+    per_token = 7 * a * r["expert_up_width"] / r["expert_tp"] + (10 * f + 4 * a) * r["hidden"]
+    assert r["expert_epilogue_bytes_per_token"] == pytest.approx(per_token)
+    expected = (r["routed_tokens_per_gpu"] * r["moe_imbalance_factor"] * per_token
+                / r["hbm_bandwidth"] * r["moe_layer_share"])
+    assert r["expert_eager_epilogue_time"] == pytest.approx(expected) and expected > 0
+    assert r["layer_microbatch_time"] - plain["layer_microbatch_time"] == pytest.approx(expected)
+    # the clamp keeps its input for the backward: one more copy of the up-projection's output
+    kept = (r["routed_tokens_per_gpu"] * r["moe_imbalance_factor"] * a * r["expert_up_width"]
+            / r["expert_tp"])
+    assert r["moe_mlp_activation"] - plain["moe_mlp_activation"] == pytest.approx(kept)
+    # a recomputed activation runs the clamp's forward again but does not keep its input
+    rc = engine.evaluate(moe, {**oss, "training.recompute_moe_act": True,
+                               "training.recompute": "selective"})
+    assert rc["expert_epilogue_bytes_per_token"] == pytest.approx(
+        per_token + 4 * a * r["expert_up_width"] / r["expert_tp"])
+    # fused expert ops, or the sync-free path that uses them: no separate passes
+    for fused in ({"moe.fused_expert_ops": True}, {"moe.sync_free": True}):
+        assert engine.evaluate(moe, {**oss, **fused})["expert_eager_epilogue_time"] == 0
+    assert plain["expert_eager_epilogue_time"] == 0 and plain["unfused_epilogue_per_layer"] == 0
+
+
 def test_consecutive_routing_sends_a_token_across_the_network_once(engine):
     # NeMo AutoModel's FakeBalancedGate gives token t the experts t*k ... t*k + k - 1: on
     # DeepSeek-V3 with ep 64 over 8 nodes (32 experts a node) its 8 experts share one node.

@@ -1437,3 +1437,14 @@ def test_megatron_bridge_gpt_oss_presets_recompute_the_expert_activation(engine,
                                 parallel={"tp": 1, "pp": 1, "dp": 64, "ep": 64},
                                 precision=precision)).values
     assert bool(got.get("training.recompute_moe_act")) is moe_act
+
+
+@pytest.mark.parametrize(("arch", "oss"), [
+    ("gpt-oss MoE (RMSNorm, clamped SwiGLU with biases)", True), ("Qwen3 MoE", False)])
+def test_gpt_oss_experts_clamp_their_glu_and_carry_biases(engine, arch, oss):
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    got = _map(engine, _moe_row(source=BRIDGE.format("26.04"), model={**GPT_OSS_120B, "arch": arch},
+                                hardware={"gpu": "B200", "count": 64},
+                                parallel={"tp": 1, "pp": 1, "dp": 64, "ep": 8})).values
+    assert bool(got.get("moe.glu_clamp")) is oss and bool(got.get("moe.expert_bias")) is oss
