@@ -1,0 +1,53 @@
+"""PyTorch's grouped GEMM (torch._grouped_mm) on B200, from torchao's published benchmark.
+
+Data: pytorch/ao @ 36027d82d, torchao/prototype/moe_training/README.md, section "Autograd
+function": the BF16 forward + backward time of torch._grouped_mm (column bf16_fwd_bwd_us) for
+M tokens, N x K expert weights and G groups on a B200 (torch 2.10 nightly, torchao 0.14), at
+the Llama 4 Scout and DeepSeek-V3 expert shapes. These are the grouped GEMMs torchtitan's MoE
+experts run (torchtitan/models/moe: torch._grouped_mm when use_grouped_mm).
+
+A forward + backward of one grouped GEMM is three GEMMs of 2 M N K FLOPs (output, input
+gradient, weight gradient). This script prints each point's sustained share of the B200's
+BF16 peak (hardware/b200.yaml), that share divided by the model's shape factor d / (d + k)
+at the point (d the smallest of tokens per group, N and K; k the MoE plugin's
+grouped_gemm_small_dim), and the mean of the latter: hardware.grouped_mm_efficiency_torch
+in hardware/b200.yaml.
+
+    python bench/grouped_mm_torch.py
+"""
+
+from __future__ import annotations
+
+import statistics
+
+# (M, N, K, G, bf16 forward + backward time in microseconds), as printed
+POINTS = [
+    (128000, 8192, 5120, 1, 43140.20),
+    (128000, 8192, 5120, 2, 39487.60),
+    (128000, 8192, 5120, 4, 39189.20),
+    (128000, 8192, 5120, 8, 37700.70),
+    (128000, 2048, 7168, 1, 13064.80),
+    (128000, 2048, 7168, 2, 14900.20),
+    (128000, 2048, 7168, 4, 15823.60),
+    (128000, 2048, 7168, 8, 14966.80),
+]
+PEAK_BF16 = 2250e12  # hardware/b200.yaml peak_flops_bf16
+SMALL_DIM = 128  # plugins/moe/formulas/moe.yaml grouped_gemm_small_dim (BF16)
+
+
+def main() -> None:
+    shares = []
+    print(f"{'M, N, K, G':>26}  {'TFLOP/s':>8}  {'of peak':>7}  {'/ shape':>7}")
+    for m, n, k, g, us in POINTS:
+        rate = 6 * m * n * k / (us * 1e-6)
+        share = rate / PEAK_BF16
+        d = min(m / g, n, k)
+        large = share / (d / (d + SMALL_DIM))
+        shares.append(large)
+        print(f"{f'{m}, {n}, {k}, {g}':>26}  {rate / 1e12:8.0f}  {share:7.3f}  {large:7.3f}")
+    print(f"mean large-shape share of the BF16 peak: {statistics.mean(shares):.3f} "
+          f"(range {min(shares):.3f}-{max(shares):.3f})")
+
+
+if __name__ == "__main__":
+    main()
