@@ -35,16 +35,23 @@ PEAK_BF16 = 2250e12  # hardware/b200.yaml peak_flops_bf16
 SMALL_DIM = 128  # plugins/moe/formulas/moe.yaml grouped_gemm_small_dim (BF16)
 
 
-def main() -> None:
-    shares = []
-    print(f"{'M, N, K, G':>26}  {'TFLOP/s':>8}  {'of peak':>7}  {'/ shape':>7}")
+def points() -> list[tuple[str, float, float, float]]:
+    """(shape, TFLOP/s, share of the BF16 peak, that share over the shape factor) per point."""
+    out = []
     for m, n, k, g, us in POINTS:
         rate = 6 * m * n * k / (us * 1e-6)
         share = rate / PEAK_BF16
         d = min(m / g, n, k)
-        large = share / (d / (d + SMALL_DIM))
-        shares.append(large)
-        print(f"{f'{m}, {n}, {k}, {g}':>26}  {rate / 1e12:8.0f}  {share:7.3f}  {large:7.3f}")
+        out.append((f"{m}, {n}, {k}, {g}", rate / 1e12, share, share / (d / (d + SMALL_DIM))))
+    return out
+
+
+def main() -> None:
+    rows = points()
+    print(f"{'M, N, K, G':>26}  {'TFLOP/s':>8}  {'of peak':>7}  {'/ shape':>7}")
+    for shape, tflops, share, large in rows:
+        print(f"{shape:>26}  {tflops:8.0f}  {share:7.3f}  {large:7.3f}")
+    shares = [large for *_, large in rows]
     print(f"mean large-shape share of the BF16 peak: {statistics.mean(shares):.3f} "
           f"(range {min(shares):.3f}-{max(shares):.3f})")
 

@@ -1448,3 +1448,20 @@ def test_gpt_oss_experts_clamp_their_glu_and_carry_biases(engine, arch, oss):
                                 hardware={"gpu": "B200", "count": 64},
                                 parallel={"tp": 1, "pp": 1, "dp": 64, "ep": 8})).values
     assert bool(got.get("moe.glu_clamp")) is oss and bool(got.get("moe.expert_bias")) is oss
+
+
+@pytest.mark.parametrize(("source", "row_id", "torch"), [
+    ("LambdaLabsML/torchtitan gb300/TUNING_RESULTS.md", "r", True),
+    ("pytorch/torchtitan docs/deepep.md", "r", True),
+    ("pytorch/ao torchao/prototype/moe_training/README.md, run with torchao", "r", True),
+    ("PrimeIntellect-ai/prime-rl docs/performance.md (prime-rl SFT trainer vs torchtitan)",
+     "primerl_qwen3_torchtitan_fullac", True),
+    ("PrimeIntellect-ai/prime-rl docs/performance.md (prime-rl SFT trainer vs torchtitan)",
+     "primerl_qwen3_megamoe_fullac", False),
+    (BRIDGE.format("26.04"), "r", False),
+])
+def test_torchtitan_experts_run_pytorch_grouped_gemm(engine, source, row_id, torch):
+    if "moe.experts" not in {d.config for d in engine.model.inputs.values()}:
+        pytest.skip("the moe plugin is not loaded")
+    got = _map(engine, _moe_row(id=row_id, source=source)).values
+    assert (got.get("moe.grouped_gemm_kernel") == "torch") is torch
