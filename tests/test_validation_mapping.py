@@ -1142,20 +1142,6 @@ def test_pytorch_sdpa_rows_keep_flashattention_2_class_attention(engine):
     assert "training.attention_kernel" not in _sets(engine, sdpa)
 
 
-@pytest.mark.parametrize(("notes", "kernel"), [
-    ("SDPA backend left to PyTorch; the trace lists aten::_cudnn_attention_backward", "fa3"),
-    ("373 s/step with the cuDNN SDPA backend, 606 s without it", "fa3"),
-    ("SDPA's cuDNN backend on this H200", "fa3"),
-    ("PyTorch SDPA flash attention", None),
-])
-def test_pytorch_sdpa_rows_that_show_its_cudnn_backend_run_cudnn_attention(engine, notes, kernel):
-    """PyTorch SDPA picks its own backend: a row whose trace or text shows the cuDNN one ran
-    cuDNN's fused attention (FlashAttention-3 class); one that only names SDPA keeps the default."""
-    assert _sets(engine, _row(notes=notes)).get("training.attention_kernel") == kernel
-    off = _row(notes=notes, training={"flash_attention": False})
-    assert "training.attention_kernel" not in _sets(engine, off)
-
-
 def test_ibm_fms_fsdp_reduces_gradients_in_bf16(engine):
     row = _row(source="'Maximizing training throughput using PyTorch FSDP' (IBM and Meta); "
                       "github:foundation-model-stack/fms-fsdp README.md")
