@@ -12,6 +12,8 @@ from dlformula.core import Engine
 from dlformula.errors import ModelError
 from dlformula.validation import fit
 
+GPT3 = str(Path(__file__).resolve().parent.parent / "examples" / "gpt3-175b.yaml")
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # A node of no fitted family, so that the framework figure is the only one fitted.
 NODE = "mi300x"
@@ -94,3 +96,19 @@ def test_every_source_weighs_the_same_in_a_framework_figure(engine):
     assert fit.objective(predict, runs, point, 0.5) == pytest.approx(sum(a_terms) / 5)
     assert fit.objective(predict, runs, point, 0.5, per_source=True) == pytest.approx(
         sum(a_terms) / 3 / 3)
+
+
+def test_blackwell_ultra_attention_tie_keeps_blackwells_fitted_ratio(engine):
+    # fit.yaml ties Blackwell Ultra's attention figure to its GEMM figure at Blackwell's fitted
+    # ratio, written as a literal; when Blackwell's figures are refitted the literal must follow.
+    ultra = fit.spec().families["Blackwell Ultra"]
+    factor, other = ultra.ties["hardware.attention_efficiency"]
+    assert other == "hardware.gemm_efficiency"
+    for node in fit.spec().families["Blackwell"].nodes:
+        r = engine.evaluate(GPT3, {"hardware.node": node})
+        assert factor == pytest.approx(r["attention_efficiency"] / r["gemm_efficiency"],
+                                       abs=0.005), node
+    # and the Blackwell Ultra node files carry the tied value
+    for node in ultra.nodes:
+        r = engine.evaluate(GPT3, {"hardware.node": node})
+        assert r["attention_efficiency"] == pytest.approx(factor * r["gemm_efficiency"], abs=0.001)
