@@ -951,6 +951,17 @@ def test_torchtitan_without_compile_runs_eager(engine):
     assert megatron.values.get("training.fused_elementwise", True) is True
 
 
+def test_megatron_local_transformer_runs_eager_elementwise(engine):
+    """Megatron-LM's local (legacy) transformer computes RMSNorm, SwiGLU and RoPE op by op: a
+    run stating transformer_impl local maps to unfused element-wise kernels; Transformer Engine's
+    does not."""
+    local = _map(engine, _row(notes="Megatron-LM legacy path, transformer_impl local"))
+    assert local.values["training.fused_elementwise"] is False
+    assert any("local (legacy) transformer" in a for a in local.assumptions)
+    te = _map(engine, _row(notes="Megatron-LM, transformer_impl transformer_engine"))
+    assert te.values.get("training.fused_elementwise", True) is True
+
+
 def test_deepspeed_pipelines_do_not_interleave_and_sp_postdates_2022(engine):
     """DeepSpeed's pipeline engine has no interleaved schedule: a DeepSpeed run that leaves
     the interleaving out runs 1F1B (not the best feasible vpp search would find); sequence
