@@ -12,9 +12,8 @@ from dlformula.core import Engine
 from dlformula.errors import ModelError
 from dlformula.validation import fit
 
-GPT3 = str(Path(__file__).resolve().parent.parent / "examples" / "gpt3-175b.yaml")
-
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
 # A node of no fitted family, so that the framework figure is the only one fitted.
 NODE = "mi300x"
 TRUE_H = 0.01
