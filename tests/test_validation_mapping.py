@@ -962,6 +962,22 @@ def test_megatron_local_transformer_runs_eager_elementwise(engine):
     assert te.values.get("training.fused_elementwise", True) is True
 
 
+def test_hugging_face_transformers_modeling_runs_eager_elementwise(engine):
+    """Hugging Face transformers' Llama code runs RMSNorm in float32 op by op and RoPE and
+    SwiGLU as separate operators: a run through it maps to unfused element-wise kernels, unless
+    the stack patches in fused kernels (Liger, XTuner) or compiles the model."""
+    hf = _map(engine, _row(notes="HF Trainer, Hugging Face transformers v4.39 run_clm.py"))
+    assert hf.values["training.fused_elementwise"] is False
+    assert any("transformers' modeling code run eager" in a for a in hf.assumptions)
+    for fused in ("Hugging Face transformers with Liger kernels",
+                  "Hugging Face transformers under torch.compile",
+                  "XTuner on Hugging Face transformers"):
+        m = _map(engine, _row(notes=fused))
+        assert m.values.get("training.fused_elementwise", True) is True, fused
+    te = _map(engine, _row(notes="Megatron-Core, transformer_impl transformer_engine"))
+    assert te.values.get("training.fused_elementwise", True) is True
+
+
 def test_deepspeed_pipelines_do_not_interleave_and_sp_postdates_2022(engine):
     """DeepSpeed's pipeline engine has no interleaved schedule: a DeepSpeed run that leaves
     the interleaving out runs 1F1B (not the best feasible vpp search would find); sequence
