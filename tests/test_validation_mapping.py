@@ -969,6 +969,8 @@ def test_hugging_face_transformers_modeling_runs_eager_elementwise(engine):
     hf = _map(engine, _row(notes="HF Trainer, Hugging Face transformers v4.39 run_clm.py"))
     assert hf.values["training.fused_elementwise"] is False
     assert any("transformers' modeling code run eager" in a for a in hf.assumptions)
+    said = _map(engine, _row(notes="Hugging Face transformers Llama code, no Liger, not compiled"))
+    assert said.values["training.fused_elementwise"] is False
     for fused in ("Hugging Face transformers with Liger kernels",
                   "Hugging Face transformers under torch.compile",
                   "XTuner on Hugging Face transformers"):
