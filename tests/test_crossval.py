@@ -111,3 +111,13 @@ def test_blackwell_ultra_attention_tie_keeps_blackwells_fitted_ratio(engine):
     for node in ultra.nodes:
         r = engine.evaluate(GPT3, {"hardware.node": node})
         assert r["attention_efficiency"] == pytest.approx(factor * r["gemm_efficiency"], abs=0.001)
+
+
+def test_gh200_borrows_the_h100_familys_fitted_figures(engine):
+    # hardware/gh200.yaml copies the H100 family's fitted GEMM and attention figures as literals
+    # (its own fit is the tensor-rate ratio only); when the H100 family is refitted they must
+    # follow.
+    h100 = engine.evaluate(GPT3, {"hardware.node": "h100-sxm"})
+    gh200 = engine.evaluate(GPT3, {"hardware.node": "gh200"})
+    for key in ("gemm_efficiency", "attention_efficiency", "attention_efficiency_fa3"):
+        assert gh200[key] == pytest.approx(h100[key]), key
