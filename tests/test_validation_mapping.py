@@ -949,6 +949,15 @@ def test_torchtitan_without_compile_runs_eager(engine):
     assert compiled.values.get("training.fused_elementwise", True) is True
     megatron = _map(engine, _row())
     assert megatron.values.get("training.fused_elementwise", True) is True
+    for said in ("FSDP2, no torch.compile", "run without compile", "compile = false",
+                 "torchtitan eager: not compiled"):
+        m = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
+                              parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}, notes=said))
+        assert m.values["training.fused_elementwise"] is False, said
+    for said in ("noac_compile_bs4 (activation checkpointing off, compiled)", "compile = true"):
+        m = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
+                              parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}, notes=said))
+        assert m.values.get("training.fused_elementwise", True) is True, said
 
 
 def test_megatron_local_transformer_runs_eager_elementwise(engine):
