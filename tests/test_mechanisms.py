@@ -244,9 +244,11 @@ def test_a_moe_layer_that_syncs_with_the_host_makes_the_gpu_wait_for_it(engine):
     """A dropless MoE layer copies its tokens-per-expert counts to the host in its forward
     pass, so the GPU waits for the host to launch the layer's eager part (host_sync_time per
     MoE layer and micro-batch) for as long as that takes beyond the MoE forward work it
-    launches (moe_mlp_time). The backward pass reuses the counts and does not wait; a full
-    recompute runs the forward, and its wait, again. A sync-free layer (full-iteration CUDA
-    graph) and a dense block never wait."""
+    launches (moe_mlp_time); a full recompute runs the forward, and its wait, again. The
+    backward pass does not synchronise, but the host starts it with no lead and launches
+    about twice the forward's kernels (2 x host_sync_time): the GPU waits for whatever that
+    takes beyond the layer's backward work. A sync-free layer (full-iteration CUDA graph) and
+    a dense block never wait."""
     moe = str(EXAMPLES / "deepseek-v3-h800.yaml")
     h = 0.05
     synced = engine.evaluate(moe, {"moe.host_sync_time": h, "moe.sync_free": False,
@@ -254,19 +256,30 @@ def test_a_moe_layer_that_syncs_with_the_host_makes_the_gpu_wait_for_it(engine):
     free = engine.evaluate(moe, {"moe.host_sync_time": h, "moe.sync_free": True,
                                  "training.recompute": "selective"})
     share, mlp = synced["moe_layer_share"], synced["moe_mlp_time"]
+    back = synced["layer_backward_time"]
     assert 0 < share < 1  # DeepSeek-V3's first three layers are dense
-    assert 0 < mlp < h
-    assert synced["host_wait_per_layer"] == pytest.approx(share * (h - mlp))
+    assert 0 < mlp < h and 0 < back < 2 * h
+    wait = share * ((h - mlp) + (2 * h - back))
+    assert synced["host_wait_per_layer"] == pytest.approx(wait)
     assert free["host_wait_per_layer"] == 0
-    assert synced["layer_microbatch_time"] - free["layer_microbatch_time"] == pytest.approx(
-        share * (h - mlp))
-    # A full recompute reruns the forward: the layer syncs, and the GPU waits, twice.
+    assert synced["layer_microbatch_time"] - free["layer_microbatch_time"] == pytest.approx(wait)
+    # A full recompute reruns the forward: the layer syncs, and the GPU waits, twice in the
+    # forward passes; the backward's wait is the same.
     full = engine.evaluate(moe, {"moe.host_sync_time": h, "moe.sync_free": False,
                                  "training.recompute": "full"})
-    assert full["host_wait_per_layer"] == pytest.approx(2 * share * (h - full["moe_mlp_time"]))
-    # A host faster than the GPU work it launches hides behind it.
+    assert full["host_wait_per_layer"] == pytest.approx(
+        share * (2 * (h - full["moe_mlp_time"]) + (2 * h - full["layer_backward_time"])))
+    # A host faster than the GPU work it launches hides behind it, forward and backward.
     hidden = engine.evaluate(moe, {"moe.host_sync_time": mlp / 2, "moe.sync_free": False})
+    assert mlp < hidden["layer_backward_time"]
     assert hidden["host_wait_per_layer"] == 0
+    # Between the two, only the backward's launching shows: a host slower than the MoE
+    # forward work but faster than half the layer's backward work waits in the forward only.
+    fwd_only = engine.evaluate(moe, {"moe.host_sync_time": (mlp + back / 2) / 2,
+                                     "moe.sync_free": False, "training.recompute": "selective"})
+    hm = (mlp + back / 2) / 2
+    assert mlp < hm < back / 2
+    assert fwd_only["host_wait_per_layer"] == pytest.approx(share * (hm - mlp))
     # Every micro-batch pays it on every MoE layer of the slowest stage.
     one_stage = {"moe.host_sync_time": h, "parallelism.pp": 1, "parallelism.dp": 2048,
                  "parallelism.schedule": "1f1b", "parallelism.first_stage_layers": 0,
@@ -275,7 +288,8 @@ def test_a_moe_layer_that_syncs_with_the_host_makes_the_gpu_wait_for_it(engine):
     a = engine.evaluate(moe, {**one_stage, "moe.sync_free": False})
     b = engine.evaluate(moe, {**one_stage, "moe.sync_free": True})
     assert a["stage_microbatch_compute_time"] - b["stage_microbatch_compute_time"] == \
-        pytest.approx(a["moe_layers"] * (h - a["moe_mlp_time"]))
+        pytest.approx(a["moe_layers"] * ((h - a["moe_mlp_time"])
+                                         + (2 * h - a["layer_backward_time"])))
     # A dense model has no such wait, whatever the MoE inputs say.
     dense = engine.evaluate(GPT3, {**AT_SCALE, "moe.host_sync_time": h})
     assert dense["host_wait_per_layer"] == 0
