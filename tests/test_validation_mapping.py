@@ -954,7 +954,8 @@ def test_torchtitan_without_compile_runs_eager(engine):
         m = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
                               parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}, notes=said))
         assert m.values["training.fused_elementwise"] is False, said
-    for said in ("noac_compile_bs4 (activation checkpointing off, compiled)", "compile = true"):
+    for said in ("noac_compile_bs4 (activation checkpointing off)", "fsdp_compile_float8",
+                 "compile = true", "FSDP + torch.compile"):
         m = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
                               parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}, notes=said))
         assert m.values.get("training.fused_elementwise", True) is True, said
