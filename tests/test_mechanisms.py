@@ -342,6 +342,24 @@ def test_eager_pytorch_pays_for_each_unfused_operator(engine):
     assert eager["step_time"] > fused["step_time"]
 
 
+def test_rope_alone_runs_unfused_where_the_stack_cannot_fuse_it(engine):
+    """Megatron-Core fuses RoPE only for plain RoPE: a YaRN model (gpt-oss-120b through
+    Megatron-Bridge) applies it op by op while its norms and SwiGLU stay fused, so only
+    the RoPE passes are added; in an eager stack they are counted once, not twice."""
+    llama = str(EXAMPLES / "llama3-70b.yaml")
+    fused = engine.evaluate(llama)
+    rope_only = engine.evaluate(llama, {"training.fused_rope": False})
+    t, tp = rope_only["microbatch_tokens"], rope_only["tp"]
+    rope = 4 * 4 * (rope_only["q_width"] + rope_only["kv_heads"] * rope_only["qk_head_size"]) / tp
+    assert fused["eager_elementwise_bytes_per_layer"] == 0
+    assert rope_only["eager_elementwise_bytes_per_layer"] == pytest.approx(t * rope)
+    assert rope_only["step_time"] > fused["step_time"]
+    eager = engine.evaluate(llama, {"training.fused_elementwise": False})
+    both = engine.evaluate(llama, {"training.fused_elementwise": False,
+                                   "training.fused_rope": False})
+    assert both["eager_elementwise_bytes_per_layer"] == eager["eager_elementwise_bytes_per_layer"]
+
+
 def test_auto_recompute_does_not_redo_a_fused_attention_it_gains_nothing_from(engine):
     """Under a fused attention kernel the scores are never stored, so recomputing the attention
     core saves no memory: `auto` (what a run that leaves recompute out is taken to do) only

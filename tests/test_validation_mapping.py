@@ -990,6 +990,20 @@ def test_hugging_face_transformers_modeling_runs_eager_elementwise(engine):
     assert te.values.get("training.fused_elementwise", True) is True
 
 
+def test_gpt_oss_120b_in_megatron_bridge_applies_rope_unfused(engine):
+    """gpt-oss-120b reaches Megatron-Bridge through its Hugging Face bridge, which sets YaRN,
+    and Megatron-Bridge fuses RoPE only for plain RoPE: such a run maps to training.fused_rope
+    false; torchtitan's gpt-oss and other models keep the default."""
+    mb = _map(engine, _row(source="NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md",
+                           notes="Model: GPT OSS 120B, row DGX-GB200 BF16"))
+    assert mb.values["training.fused_rope"] is False
+    assert any("YaRN position embedding" in a for a in mb.assumptions)
+    tt = _map(engine, _row(source="LambdaLabsML/torchtitan gpt-oss-120b write-up",
+                           parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}))
+    assert "training.fused_rope" not in tt.values
+    assert "training.fused_rope" not in _map(engine, _row()).values
+
+
 def test_deepspeed_pipelines_do_not_interleave_and_sp_postdates_2022(engine):
     """DeepSpeed's pipeline engine has no interleaved schedule: a DeepSpeed run that leaves
     the interleaving out runs 1F1B (not the best feasible vpp search would find); sequence
