@@ -275,9 +275,9 @@ def test_a_moe_layer_that_syncs_with_the_host_makes_the_gpu_wait_for_it(engine):
     assert hidden["host_wait_per_layer"] == 0
     # Between the two, only the backward's launching shows: a host slower than the MoE
     # forward work but faster than half the layer's backward work waits in the forward only.
-    fwd_only = engine.evaluate(moe, {"moe.host_sync_time": (mlp + back / 2) / 2,
-                                     "moe.sync_free": False, "training.recompute": "selective"})
     hm = (mlp + back / 2) / 2
+    fwd_only = engine.evaluate(moe, {"moe.host_sync_time": hm, "moe.sync_free": False,
+                                     "training.recompute": "selective"})
     assert mlp < hm < back / 2
     assert fwd_only["host_wait_per_layer"] == pytest.approx(share * (hm - mlp))
     # Every micro-batch pays it on every MoE layer of the slowest stage.

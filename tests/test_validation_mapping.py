@@ -938,27 +938,23 @@ def test_a_knob_no_value_of_which_fits_takes_the_fastest(engine):
 
 def test_torchtitan_without_compile_runs_eager(engine):
     """torchtitan's benchmark rows with and without torch.compile differ by 14%: a torchtitan
-    run that does not say compile maps to unfused element-wise kernels."""
-    eager = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
-                              parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}))
+    run that does not say compile, or says it runs without it, maps to unfused element-wise
+    kernels."""
+    def titan(**kw):
+        return _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
+                                 parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}, **kw))
+
+    eager = titan()
     assert eager.values["training.fused_elementwise"] is False
     assert any("torchtitan without torch.compile" in a for a in eager.assumptions)
-    compiled = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
-                                 parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3},
-                                 notes="FSDP + torch.compile"))
-    assert compiled.values.get("training.fused_elementwise", True) is True
     megatron = _map(engine, _row())
     assert megatron.values.get("training.fused_elementwise", True) is True
     for said in ("FSDP2, no torch.compile", "run without compile", "compile = false",
                  "torchtitan eager: not compiled"):
-        m = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
-                              parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}, notes=said))
-        assert m.values["training.fused_elementwise"] is False, said
+        assert titan(notes=said).values["training.fused_elementwise"] is False, said
     for said in ("noac_compile_bs4 (activation checkpointing off)", "fsdp_compile_float8",
                  "compile = true", "FSDP + torch.compile"):
-        m = _map(engine, _row(source="pytorch/torchtitan benchmarks (Table 1)",
-                              parallel={"tp": 1, "pp": 1, "dp": 64, "zero": 3}, notes=said))
-        assert m.values.get("training.fused_elementwise", True) is True, said
+        assert titan(notes=said).values.get("training.fused_elementwise", True) is True, said
 
 
 def test_megatron_local_transformer_runs_eager_elementwise(engine):
