@@ -8,16 +8,16 @@ experts run (torchtitan/models/moe: torch._grouped_mm when use_grouped_mm).
 
 A forward + backward of one grouped GEMM is three GEMMs of 2 M N K FLOPs (output, input
 gradient, weight gradient). This script prints each point's sustained share of the B200's
-BF16 peak (hardware/b200.yaml), that share divided by the model's shape factor d / (d + k)
-at the point (d the smallest of tokens per group, N and K; k the MoE plugin's
-grouped_gemm_small_dim), and the mean of the latter: hardware.grouped_mm_efficiency_torch
-in hardware/b200.yaml.
+BF16 peak (hardware/b200.yaml), that share divided by the model's shape factor, the product of
+d / (d + k) over tokens per group, N and K (k the MoE plugin's grouped_gemm_small_dim), and the
+mean of the latter: hardware.grouped_mm_efficiency_torch in hardware/b200.yaml.
 
     python bench/grouped_mm_torch.py
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 
 # (M, N, K, G, bf16 forward + backward time in microseconds), as printed
@@ -41,8 +41,8 @@ def points() -> list[tuple[str, float, float, float]]:
     for m, n, k, g, us in POINTS:
         rate = 6 * m * n * k / (us * 1e-6)
         share = rate / PEAK_BF16
-        d = min(m / g, n, k)
-        out.append((f"{m}, {n}, {k}, {g}", rate / 1e12, share, share / (d / (d + SMALL_DIM))))
+        shape = math.prod(d / (d + SMALL_DIM) for d in (m / g, n, k))
+        out.append((f"{m}, {n}, {k}, {g}", rate / 1e12, share, share / shape))
     return out
 
 
