@@ -775,6 +775,28 @@ def test_a_malformed_conventions_file_names_its_lines():
     assert exc.value.exit_code == 1  # shipped data: our mistake, not the user's
 
 
+def test_skip_negated_ignores_mentions_after_no_not_or_without():
+    import re
+
+    from dlformula.errors import DlfError
+    from dlformula.validation.conventions import holds, mentions, parse
+
+    compiled = re.compile(r"(torch\.)?compile", re.IGNORECASE)
+    for said in ("FSDP2, no torch.compile", "run without compile", "Not compiled"):
+        assert compiled.search(said) and not mentions(compiled, said, True), said
+    # One mention that is not negated is enough; the flag off reads every mention.
+    assert mentions(compiled, "not compiled at first, then torch.compile", True)
+    assert mentions(compiled, "no torch.compile", False)
+    texts = {k: "" for k in ("id", "source", "notes", "arch", "schedule", "precision")}
+    when = {"texts": re.compile("deepep", re.IGNORECASE), "skip_negated": True}
+    assert holds(when, {**texts, "texts": "DeepEP dispatch"}, {})
+    assert not holds(when, {**texts, "texts": "all-to-all, without DeepEP"}, {})
+    with pytest.raises(DlfError) as exc:
+        parse("frameworks:\n  - {name: y, when: {texts: a, skip_negated: yes please}, set: {},"
+              " note: n, source: s}\n", "conv.yaml")
+    assert "conv.yaml:2: 'skip_negated' must be true or false" in exc.value.lines()[0]
+
+
 def test_a_file_written_by_someone_else(engine):
     """The held-back file's problems in one file: a nested model.moe block in its own
     spellings, tp_comm_overlap: true, vpp 12 with pp 1, 'interleaved (V not reported)',

@@ -23,7 +23,11 @@ WHEN_FIELDS = {**{t: "regex the text must match" for t in TEXTS},
                **{f"not_{t}": "regex the text must not match" for t in TEXTS},
                "published_before": "{arxiv: YYMM, year: YYYY}",
                "unset": "[config keys] the run leaves out (a convention that only fills gaps)",
-               "config": "{config key: value or [values]} the mapped config must have"}
+               "config": "{config key: value or [values]} the mapped config must have",
+               "skip_negated": "true: a match right after 'no', 'not' or 'without' does not count"}
+
+# What makes a mention negated for `skip_negated`: the words right before it.
+NEGATED = re.compile(r"(?i)\b(no|not|without)\s+$")
 
 
 class Pattern(NamedTuple):
@@ -244,6 +248,10 @@ class _Reader:
                 out[key] = cond.plain() if isinstance(cond.value, dict) else {}
             elif key == "unset":
                 out[key] = [str(k) for k in cond.plain()] if isinstance(cond.value, list) else []
+            elif key == "skip_negated":
+                if not isinstance(cond.value, bool):
+                    self.fail("'skip_negated' must be true or false", cond.line)
+                out[key] = cond.value is True
             else:
                 out[key] = self.regex(cond)
         return out
@@ -284,7 +292,10 @@ def published(source: str, before: dict[str, Any]) -> str | None:
 
 def holds(when: dict[str, Any], texts: dict[str, str], config: dict[str, Any]) -> bool:
     """Whether a row's texts and the config mapped so far meet the conditions `when`."""
+    skip_negated = when.get("skip_negated", False)
     for key, cond in when.items():
+        if key == "skip_negated":
+            continue
         if key == "published_before":
             if published(texts["source"], cond) is None:
                 return False
@@ -299,11 +310,19 @@ def holds(when: dict[str, Any], texts: dict[str, str], config: dict[str, Any]) -
                            for w in wanted):
                     return False
         elif key.startswith("not_"):
-            if cond.search(texts[key[4:]]):
+            if mentions(cond, texts[key[4:]], skip_negated):
                 return False
-        elif not cond.search(texts[key]):
+        elif not mentions(cond, texts[key], skip_negated):
             return False
     return True
+
+
+def mentions(regex: re.Pattern[str], text: str, skip_negated: bool) -> bool:
+    """Whether `regex` matches `text`; with `skip_negated`, only where the match does not come
+    right after 'no', 'not' or 'without' ('no torch.compile' does not mention compiling)."""
+    if not skip_negated:
+        return regex.search(text) is not None
+    return any(not NEGATED.search(text[:m.start()]) for m in regex.finditer(text))
 
 
 def _same(have: Any, want: Any) -> bool:
