@@ -7,6 +7,7 @@ install or a source checkout. Plugins add further folders of the same three kind
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .errors import DlfError, ModelError, UsageError, did_you_mean, display_path, raise_all
@@ -83,7 +84,11 @@ NODE_FIELDS = {"name": "display name", "vendor": "maker", "notes": "remarks", "s
                "override": "true when replacing a node of the same id (a plugin's)",
                "derived_from": "the node id a calibrated file was fitted from (calibrate)",
                "calibration": "the calibration's runs and their left-out errors"}
-SPEC_FIELDS = {"value": "number", "unit": "unit text", "source": "where the figure comes from"}
+SPEC_FIELDS = {"value": "number", "unit": "unit text", "source": "where the figure comes from",
+               "from": "a node id whose figure of the same key this one takes, instead of a value"}
+
+# (node id, key, path, line) -> (value, unit) of the figure a spec borrows (`from:`)
+Borrow = Callable[[str, str, str, int], tuple[float, str]]
 PRESET_FIELDS = {"name": "display name", "source": "where the figures come from",
                  "published_params": "published total parameters",
                  "published_active_params": "published active parameters",
@@ -135,13 +140,32 @@ class Catalog:
                                  "of a node YAML (dlformula calibrate -o writes one) or a node "
                                  "id (`dlformula hardware` lists them)", *where)
             return read_node(os.path.basename(node_id).rsplit(".", 1)[0],
-                             pathlib.Path(node_id), "file")
+                             pathlib.Path(node_id), "file", self._borrow([node_id]))
         entry = self._files["hardware"].get(node_id)
         if entry is None:
             raise UsageError(f"unknown hardware node '{node_id}'"
                              f"{did_you_mean(node_id, self._files['hardware'])}; "
                              "`dlformula hardware` lists them", *where)
-        return read_node(node_id, *entry)
+        return read_node(node_id, *entry, self._borrow([node_id]))
+
+    def _borrow(self, chain: list[str]) -> Borrow:
+        """How a node file read through `chain` (node ids) resolves `from: NODE` specs."""
+        def borrow(target: str, key: str, path: str, line: int) -> tuple[float, str]:
+            if target in chain:
+                raise ModelError(f"spec '{key}' borrows from '{target}', which borrows it back "
+                                 f"({' -> '.join([*chain, target])}); give one of them a value",
+                                 path, line)
+            entry = self._files["hardware"].get(target)
+            if entry is None:
+                raise ModelError(f"spec '{key}' borrows from unknown node '{target}'"
+                                 f"{did_you_mean(target, self._files['hardware'])}; "
+                                 "`dlformula hardware` lists them", path, line)
+            spec = read_node(target, *entry, self._borrow([*chain, target])).specs.get(key)
+            if spec is None:
+                raise ModelError(f"spec '{key}' borrows from '{target}', which has no '{key}'; "
+                                 "give a value instead", path, line)
+            return spec.value, spec.unit
+        return borrow
 
     def preset(self, preset_id: str, where: tuple[str | None, int | None] = (None, None)) -> Preset:
         entry = self._files["presets"].get(preset_id)
@@ -176,7 +200,9 @@ def is_node_path(node_id: str) -> bool:
     return node_id.endswith((".yaml", ".yml")) or "/" in node_id or os.sep in node_id
 
 
-def read_node(node_id: str, f: Any, origin: str) -> Node:
+def read_node(node_id: str, f: Any, origin: str, borrow: Borrow | None = None) -> Node:
+    """A node file's figures; a spec written `{from: NODE, source}` takes NODE's figure of the
+    same key through `borrow` (one value for a hardware family, kept in one file)."""
     path = _abspath(f)
     root = read_yaml_file(f, "hardware file", shown=path)
     errors: list[DlfError] = []
@@ -194,14 +220,33 @@ def read_node(node_id: str, f: Any, origin: str) -> Node:
                                          item.line))
                 continue
             check_keys(item, SPEC_FIELDS, path, f"spec '{key}'", errors)
-            v, u, s = (item.value.get(k) for k in ("value", "unit", "source"))
-            if v is None or isinstance(v.value, bool) or not isinstance(v.value, (int, float)):
+            v, u, s, frm = (item.value.get(k) for k in ("value", "unit", "source", "from"))
+            if frm is None and (v is None or isinstance(v.value, bool)
+                                or not isinstance(v.value, (int, float))):
                 errors.append(ModelError(f"spec '{key}' needs a numeric value", path, item.line))
                 continue
             if s is None or not isinstance(s.value, str) or not s.value.strip():
                 errors.append(ModelError(f"spec '{key}' needs a source: every hardware figure "
                                          "says where it comes from", path, item.line))
                 continue
+            if frm is not None:
+                if v is not None or not isinstance(frm.value, str) or borrow is None:
+                    errors.append(ModelError(f"spec '{key}' takes either a value or 'from: "
+                                             "NODE' (a node id), not both", path, frm.line))
+                    continue
+                try:
+                    value, theirs = borrow(frm.value, key, path, frm.line)
+                except DlfError as exc:
+                    errors.append(exc)
+                    continue
+                if u is not None and str(u.value) != theirs:
+                    errors.append(ModelError(f"spec '{key}' is in '{u.value}' but '{frm.value}' "
+                                             f"gives it in '{theirs}'; drop the unit", path,
+                                             u.line))
+                    continue
+                specs[key] = Spec(value, theirs, s.value, item.line)
+                continue
+            assert v is not None
             unit = "1" if u is None else str(u.value)
             try:
                 parse_unit(unit)

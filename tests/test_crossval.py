@@ -114,9 +114,9 @@ def test_blackwell_ultra_attention_tie_keeps_blackwells_fitted_ratio(engine):
 
 
 def test_gh200_borrows_the_h100_familys_fitted_figures(engine):
-    # hardware/gh200.yaml copies the H100 family's fitted GEMM and attention figures as literals
-    # (its own fit is the tensor-rate ratio only); when the H100 family is refitted they must
-    # follow.
+    # hardware/gh200.yaml borrows the H100 family's fitted GEMM and attention figures from
+    # h100-sxm (`from:`; its own fit is the tensor-rate ratio only), so a refit of the H100
+    # family carries over.
     h100 = engine.evaluate(GPT3, {"hardware.node": "h100-sxm"})
     gh200 = engine.evaluate(GPT3, {"hardware.node": "gh200"})
     for key in ("gemm_efficiency", "attention_efficiency", "attention_efficiency_fa3"):
