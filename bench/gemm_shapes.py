@@ -15,7 +15,8 @@ part, by least squares on log TFLOP/s, and prints each point's residual:
     product:  m / (m + s) * n / (n + s) * k / (k + s)      (each side's own fixed cost)
 
 Points with a side of 1,024 are left out: their few output tiles leave SMs idle (wave
-quantisation), a regime below the GEMMs of training steps that neither factor follows. The joint fit over the three parts gives hardware.gemm_small_dim's default.
+quantisation), a regime below the GEMMs of training steps that neither factor follows. The
+joint fit over the three parts gives hardware.gemm_small_dim's default.
 
     python bench/gemm_shapes.py
 """
