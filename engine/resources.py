@@ -230,9 +230,14 @@ def read_node(node_id: str, f: Any, origin: str, borrow: Borrow | None = None) -
                                          "says where it comes from", path, item.line))
                 continue
             if frm is not None:
-                if v is not None or not isinstance(frm.value, str) or borrow is None:
+                if v is not None:
                     errors.append(ModelError(f"spec '{key}' takes either a value or 'from: "
                                              "NODE' (a node id), not both", path, frm.line))
+                    continue
+                if not isinstance(frm.value, str) or borrow is None:
+                    errors.append(ModelError(f"spec '{key}': 'from' is a node id such as "
+                                             "h100-sxm (`dlformula hardware` lists them)",
+                                             path, frm.line))
                     continue
                 try:
                     value, theirs = borrow(frm.value, key, path, frm.line)
