@@ -149,7 +149,10 @@ class Catalog:
         return read_node(node_id, *entry, self._borrow([node_id]))
 
     def _borrow(self, chain: list[str]) -> Borrow:
-        """How a node file read through `chain` (node ids) resolves `from: NODE` specs."""
+        """How a node file read through `chain` (node ids) resolves `from: NODE` specs; each
+        node it borrows from is read once, however many of its figures are borrowed."""
+        read: dict[str, Node] = {}
+
         def borrow(target: str, key: str, path: str, line: int) -> tuple[float, str]:
             if target in chain:
                 raise ModelError(f"spec '{key}' borrows from '{target}', which borrows it back "
@@ -160,7 +163,9 @@ class Catalog:
                 raise ModelError(f"spec '{key}' borrows from unknown node '{target}'"
                                  f"{did_you_mean(target, self._files['hardware'])}; "
                                  "`dlformula hardware` lists them", path, line)
-            spec = read_node(target, *entry, self._borrow([*chain, target])).specs.get(key)
+            if target not in read:
+                read[target] = read_node(target, *entry, self._borrow([*chain, target]))
+            spec = read[target].specs.get(key)
             if spec is None:
                 raise ModelError(f"spec '{key}' borrows from '{target}', which has no '{key}'; "
                                  "give a value instead", path, line)
