@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import background
-from dlformula.core import Engine
 
 # Not conftest.ROOT: this module is imported again in the background worker, which must not
 # import conftest (tests/background.py).
@@ -91,7 +90,7 @@ def test_every_hardware_figure_has_a_source(engine):
         assert all(s.source.strip() for s in node.specs.values()), node_id
 
 
-def test_hardware_catalog_table_matches_the_node_files():
+def test_hardware_catalog_table_matches_the_node_files(engine):
     """docs/hardware.md's catalog table gives each node file's figures (fitted ones drift)."""
     columns = {"BF16 TFLOP/s": "peak_flops_bf16", "FP8 TFLOP/s": "peak_flops_fp8",
                "FP4 TFLOP/s": "peak_flops_fp4",
@@ -110,7 +109,7 @@ def test_hardware_catalog_table_matches_the_node_files():
         rows[cells[0].strip("`")] = dict(zip(names, cells))
     files = sorted((ROOT / "hardware").glob("*.yaml"))
     assert sorted(rows) == [f.stem for f in files]
-    catalog = Engine().catalog
+    catalog = engine.catalog
     for f in files:
         specs = catalog.node(f.stem).specs  # borrowed figures (`from:`) resolved
         for column, key in columns.items():
