@@ -299,8 +299,15 @@ def _base(engine: Any, config: str | None, overrides: dict[str, Any], fix: Any,
 
 
 def _domain(values: dict[str, Any]) -> int | None:
+    """The scale-up domain a config builds (formulas/hardware.yaml scaleup_ranks): the node's,
+    or the server's own GPUs when the fabric ends at the server's board."""
     domain = values.get("scaleup_domain")
-    return int(domain) if domain else None
+    if not domain:
+        return None
+    per_server = values.get("gpus_per_node")
+    if per_server and not values.get("scaleup_across_servers"):
+        return int(min(domain, per_server))
+    return int(domain)
 
 
 def _candidates(d: Any, rule: str, values: dict[str, Any], by_key: dict[str, Any],
@@ -439,11 +446,10 @@ def _fabric_reasons(r: dict[str, Any], values: dict[str, Any],
                     result: SearchResult) -> list[str]:
     """Where the tensor- and context-parallel groups sit against the scale-up domain (and,
     when the best one spans it, the best layout whose group does not)."""
-    domain = values.get("scaleup_domain")
+    domain = _domain(values)
     tp, cp = int(r.get("tp", 1)), int(r.get("cp", 1))
     if not domain:
         return []
-    domain = int(domain)
     if tp == 1 and cp == 1:
         return ["- no tensor or context parallelism: a stage's weights and activations fit on "
                 "one GPU, so no per-layer collectives are needed"]

@@ -68,6 +68,22 @@ def test_a_tensor_parallel_group_across_nodes_uses_the_nics_of_its_ranks_on_a_no
     assert inside["tp_bandwidth"] == pytest.approx(inside["scaleup_link_bandwidth"])
 
 
+def test_a_server_with_fewer_gpus_than_the_node_ends_its_nvlink_domain_at_the_board(engine):
+    # An H100 node's NVLink domain is its 8-GPU board; a 4-GPU H100 server (TSUBAME 4.0, a
+    # JUWELS Booster A100 node) ends it at 4, so tp 8 spans two servers and meets the NICs.
+    four = {**AT_SCALE, "hardware.gpus_per_node": 4, "parallelism.tp": 8, "parallelism.pp": 8,
+            "parallelism.dp": 168}
+    r = engine.evaluate(GPT3, four)
+    assert r["scaleup_ranks"] == 4
+    assert r["tp_bandwidth"] == pytest.approx(min(r["scaleup_link_bandwidth"],
+                                                  4 * r["scaleout_link_bandwidth"]))
+    assert r["tp_bandwidth"] < r["scaleup_link_bandwidth"]
+    # An NVL72 rack's domain spans its 4-GPU compute trays: tp 8 stays on NVLink.
+    rack = engine.evaluate(GPT3, {**four, "hardware.node": "gb200-nvl72"})
+    assert rack["scaleup_ranks"] == 72
+    assert rack["tp_bandwidth"] == pytest.approx(rack["scaleup_link_bandwidth"])
+
+
 def test_internevo_all_reduces_gradients_and_broadcasts_weights_rank_by_rank(engine):
     # InternEvo's HybridZeroOptimizer: ZeRO-1 whose gradients are all-reduced over the whole
     # data-parallel group and whose updated weights go out as one broadcast per owning rank.
