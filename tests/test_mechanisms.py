@@ -256,6 +256,27 @@ def test_fp8_casts_of_a_moe_layer_count_every_routed_copy(engine):
     assert dense["fp8_cast_mlp_elements_forward"] == pytest.approx(2048 * (12288 + 4 * 12288 / 4))
 
 
+def test_nccl_all_to_all_runs_its_network_leg_at_the_networks_measured_share(engine):
+    """Where a network's all-to-all benchmark reaches less of the NIC than its ring collectives
+    (AWS EFA: 0.64 on p6-b300), NCCL's all-to-all dispatch pays that share on its network leg;
+    DeepEP-style dispatchers keep the ring share, and the default (0) changes nothing."""
+    moe = str(EXAMPLES / "deepseek-v3-h800.yaml")
+    base = {"parallelism.ep": 32, "moe.dispatcher": "alltoall"}
+    ring = engine.evaluate(moe, base)
+    efa = engine.evaluate(moe, {**base, "hardware.alltoall_network_efficiency": 0.64})
+    assert ring["ep_network_bandwidth"] == pytest.approx(ring["scaleout_link_bandwidth"])
+    assert efa["ep_network_bandwidth"] == pytest.approx(0.64 * efa["scaleout_bandwidth"])
+    assert efa["ep_inter_share"] > 0
+    network = efa["ep_network_copies_share"] * efa["ep_inter_share"] * efa["ep_dispatch_bytes"]
+    nvlink = efa["ep_intra_share"] * efa["ep_dispatch_bytes"] / efa["scaleup_link_bandwidth"]
+    assert efa["ep_a2a_time"] == pytest.approx(
+        max(nvlink, network / (0.64 * efa["scaleout_bandwidth"])) + efa["scaleout_latency"])
+    assert efa["step_time"] > ring["step_time"]
+    deepep = engine.evaluate(moe, {**base, "moe.dispatcher": "deepep",
+                                   "hardware.alltoall_network_efficiency": 0.64})
+    assert deepep["ep_network_bandwidth"] == pytest.approx(deepep["scaleout_link_bandwidth"])
+
+
 def test_a_moe_layer_that_syncs_with_the_host_makes_the_gpu_wait_for_it(engine):
     """A dropless MoE layer copies its tokens-per-expert counts to the host in its forward
     pass, so the GPU waits for the host to launch the layer's eager part (host_sync_time per
