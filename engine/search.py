@@ -163,8 +163,10 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
         stats.candidates[name] = cand.tolist()
     stats.factorisations = len(table)
     stats.total = len(table) * int(np.prod([len(c) for c in axes.values()], dtype=np.int64))
-    best = Best(top, layout, obj, descending, fronts, _domain(values))
-    job = Job(values, outputs, degrees, axes, layout, max_memory, top, obj, descending, fronts)
+    domain = _domain(model, values)
+    best = Best(top, layout, obj, descending, fronts, domain)
+    job = Job(values, outputs, degrees, axes, layout, max_memory, top, obj, descending, fronts,
+              domain)
     from .parallel import model_spec, run_tasks, task_ranges, workers_for
 
     n_workers = workers_for(workers, scheduler, stats.total)
@@ -187,7 +189,7 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
     if fronts:
         result.pareto = result.take(pareto_front(result, fronts))
         result.pareto_objectives = [n for n, _ in fronts]
-    result.recommendation = recommend(result, values)
+    result.recommendation = recommend(result, values, domain)
     if top is not None:
         result = result.head(top)  # (.pareto and .recommendation carry over)
     return result
@@ -221,6 +223,7 @@ class Job:
     obj: str
     descending: bool
     fronts: list[tuple[str, bool]]
+    domain: int | None  # the config's scale-up domain (formulas/hardware.yaml scaleup_ranks)
 
 
 def run_job(model: Any, job: Job, table: np.ndarray) -> tuple[SearchStats, dict[str, Any]]:
@@ -231,8 +234,7 @@ def run_job(model: Any, job: Job, table: np.ndarray) -> tuple[SearchStats, dict[
     twins = auto_twins(model, job.axes)
     fit = Evaluator(model, job.values, ["memory_per_gpu", "hbm_capacity"]
                     + (["full_recompute_share"] if twins else []))
-    best = Best(job.top, job.layout, job.obj, job.descending, job.fronts,
-                _domain(job.values))
+    best = Best(job.top, job.layout, job.obj, job.descending, job.fronts, job.domain)
     rows = join(ev, table, job.degrees, job.axes, stats)
     valid, no_fit = evaluate_layouts(fit, ev, rows, job.layout, job.max_memory, best, stats,
                                      twins)
@@ -298,16 +300,13 @@ def _base(engine: Any, config: str | None, overrides: dict[str, Any], fix: Any,
     return base, fixed, gpu_counts
 
 
-def _domain(values: dict[str, Any]) -> int | None:
-    """The scale-up domain a config builds (formulas/hardware.yaml scaleup_ranks): the node's,
-    or the server's own GPUs when the fabric ends at the server's board."""
-    domain = values.get("scaleup_domain")
-    if not domain:
-        return None
-    per_server = values.get("gpus_per_node")
-    if per_server and not values.get("scaleup_across_servers"):
-        return int(min(domain, per_server))
-    return int(domain)
+def _domain(model: Any, values: dict[str, Any]) -> int | None:
+    """The scale-up domain the config builds: the formulas' scaleup_ranks (the node's domain,
+    or the server's own GPUs when the fabric ends at the server's board)."""
+    ev = Evaluator(model, values, ["scaleup_ranks"])
+    with np.errstate(all="ignore"):
+        domain = ev.evaluate(ev.inputs({}))["scaleup_ranks"]
+    return int(domain) if domain else None
 
 
 def _candidates(d: Any, rule: str, values: dict[str, Any], by_key: dict[str, Any],
@@ -356,7 +355,7 @@ ONE_FRAMEWORK_RECOMPUTE = {"op": "torchtitan's per-op checkpointing policy",
                            "save_weight_dots": "JAX's checkpoint_dots_with_no_batch_dims policy"}
 
 
-def recommend(result: SearchResult, values: dict[str, Any]) -> list[str]:
+def recommend(result: SearchResult, values: dict[str, Any], domain: int | None) -> list[str]:
     """The best layout and why, in a few lines a planner can act on."""
     if not len(result):
         return _nothing_fits(result)
@@ -383,7 +382,7 @@ def recommend(result: SearchResult, values: dict[str, Any]) -> list[str]:
             f"ties on {obj}" if gap < 0.05 else
             f"is {gap:.1f} % {'lower' if result.descending else 'higher'} on {obj}"))
     lines.append(_band_line(result, values))
-    lines.extend(_fabric_reasons(r, values, result))
+    lines.extend(_fabric_reasons(r, domain, result))
     if r.get("pp", 1) > 1 and "layers" in values:
         per = values["layers"] / r["pp"]
         vpp = int(r.get("vpp", 1))
@@ -442,11 +441,9 @@ def _roomier(result: SearchResult) -> list[str]:
             "--max-memory 0.9 ranks only such layouts)"]
 
 
-def _fabric_reasons(r: dict[str, Any], values: dict[str, Any],
-                    result: SearchResult) -> list[str]:
+def _fabric_reasons(r: dict[str, Any], domain: int | None, result: SearchResult) -> list[str]:
     """Where the tensor- and context-parallel groups sit against the scale-up domain (and,
     when the best one spans it, the best layout whose group does not)."""
-    domain = _domain(values)
     tp, cp = int(r.get("tp", 1)), int(r.get("cp", 1))
     if not domain:
         return []

@@ -276,10 +276,10 @@ def test_a_group_spanning_the_domain_names_the_best_one_inside_it(engine):
         return r
 
     spans = result([16, 16, 8])
-    text = _fabric_reasons({"tp": 16, "cp": 1}, {"scaleup_domain": 8}, spans)[0]
+    text = _fabric_reasons({"tp": 16, "cp": 1}, 8, spans)[0]
     assert text.endswith("; the best layout whose group fits it, tp=8 cp=1, is 200.0 % "
                          "higher on step_time")
-    text = _fabric_reasons({"tp": 16, "cp": 1}, {"scaleup_domain": 8}, result([16, 32]))[0]
+    text = _fabric_reasons({"tp": 16, "cp": 1}, 8, result([16, 32]))[0]
     assert text.endswith("(no layout whose group fits in the domain runs and fits in memory)")
 
 
