@@ -95,7 +95,7 @@ def calibrate(engine: Any, runs_path: str, base: str,
     bounds = {n: _bounds(engine, n, start[n]) for n in names}
     subset, point, rows, ties = _choose(engine, runs, names, start, bounds, ties, named)
     fitted = {n: (start[n], point[n]) for n in subset}
-    for name, value in _tied(point, ties).items():
+    for name, value in _tied(engine, point, ties).items():
         if name not in fitted:
             fitted[name] = (_value(engine, runs[0].config, name), value)
     accepted, verdict = cross_validated(rows)
@@ -188,10 +188,15 @@ def _family_figures(node: str) -> tuple[list[str], dict[str, tuple[float, str]]]
     return list(DEFAULT_FIGURES), {}
 
 
-def _tied(point: dict[str, float], ties: dict[str, tuple[float, str]]) -> dict[str, float]:
+def _tied(engine: Any, point: dict[str, float],
+          ties: dict[str, tuple[float, str]]) -> dict[str, float]:
     """The figures tied to fitted ones (attention_efficiency_fa3 = 1.75 x attention_efficiency),
-    capped at 1 like the shares they are."""
-    return {k: min(1.0, f * point[o]) for k, (f, o) in ties.items() if o in point}
+    each capped at its own input's upper bound (validation.fit.tied)."""
+    from .validation.fit import tie_caps, tied
+
+    caps = tie_caps(engine)
+    return {k: tied(f, point[o], caps.get(f"hardware.{k}")) for k, (f, o) in ties.items()
+            if o in point}
 
 
 def _bounds(engine: Any, name: str, value: float) -> tuple[float, float]:
@@ -211,7 +216,7 @@ def _predict(engine: Any, run: Any, point: dict[str, float],
              ties: dict[str, tuple[float, str]] | None = None) -> float:
     """Step time of a mapped run with the figures of `point` (input names) replaced, and the
     figures tied to them moved with them."""
-    values = {**run.values, **point, **_tied(point, ties or {})}
+    values = {**run.values, **point, **_tied(engine, point, ties or {})}
     return float(engine.model.evaluate(values)["step_time"])
 
 

@@ -121,3 +121,22 @@ def test_gh200_borrows_the_h100_familys_fitted_figures(engine):
     gh200 = engine.evaluate(GPT3, {"hardware.node": "gh200"})
     for key in ("gemm_efficiency", "attention_efficiency", "attention_efficiency_fa3"):
         assert gh200[key] == pytest.approx(h100[key]), key
+
+
+def test_a_tied_figure_is_capped_at_its_own_domain_not_at_one(engine):
+    # A tie follows another figure by a factor and stays inside the tied input's declared
+    # domain: a share (attention_efficiency_fa3, 0..1) stops at 1, a rate ratio
+    # (attention_rate_ratio, 0.5..2) may pass 1 with the figure it follows. Capping every tie
+    # at 1 silently flattened a rate ratio above 1.
+    family = fit.Family("test", ("h100-sxm",),
+                        {"hardware.tensor_rate_ratio": [1.2],
+                         "hardware.attention_efficiency": [0.8]},
+                        {"hardware.attention_rate_ratio": (1.0, "hardware.tensor_rate_ratio"),
+                         "hardware.attention_efficiency_fa3":
+                             (1.75, "hardware.attention_efficiency")})
+    [point] = fit.points(family, fit.Predictor(engine).caps)
+    assert point["hardware.attention_rate_ratio"] == pytest.approx(1.2)
+    assert point["hardware.attention_efficiency_fa3"] == 1.0
+    # without caps the rule is the product itself
+    [free] = fit.points(family)
+    assert free["hardware.attention_efficiency_fa3"] == pytest.approx(1.4)

@@ -162,6 +162,7 @@ class Predictor:
         self.model = engine.model
         self.quantity = quantity
         self.names = {d.config: d.name for d in engine.model.inputs.values() if d.config}
+        self.caps = tie_caps(engine)
         self.cache: dict[tuple[str, tuple[tuple[str, float], ...]], float] = {}
 
     def __call__(self, run: FitRun, point: dict[str, float]) -> float:
@@ -172,13 +173,26 @@ class Predictor:
         return self.cache[key]
 
 
-def points(family: Family) -> list[dict[str, float]]:
-    """Every grid point of a family, ties applied."""
+def tie_caps(engine: Any) -> dict[str, float]:
+    """Each input's declared upper bound by config key: a tied figure stays inside its own
+    domain (a share at 1, attention_rate_ratio at 2), whatever the figure it follows."""
+    return {d.config: d.domain.hi for d in engine.model.inputs.values()
+            if d.config and d.domain.hi is not None}
+
+
+def tied(factor: float, value: float, cap: float | None) -> float:
+    """FACTOR x the followed figure's value, capped at the tied input's upper bound."""
+    return factor * value if cap is None else min(cap, factor * value)
+
+
+def points(family: Family, caps: dict[str, float] | None = None) -> list[dict[str, float]]:
+    """Every grid point of a family, ties applied (each capped at its input's upper bound in
+    `caps`, config key -> bound)."""
     out = []
     for values in itertools.product(*family.grids.values()):
         point = dict(zip(family.grids, values))
         for key, (factor, other) in family.ties.items():
-            point[key] = round(min(1.0, factor * point[other]), 6)
+            point[key] = round(tied(factor, point[other], (caps or {}).get(key)), 6)
         out.append(point)
     return out
 
@@ -205,7 +219,7 @@ def fit_family(predict: Predictor, runs: list[FitRun], family: Family,
     if not mine:
         return None
     best: tuple[float, dict[str, float]] | None = None
-    for point in points(family):
+    for point in points(family, predict.caps):
         value = objective(predict, mine, point, clip)
         if best is None or value < best[0]:
             best = (value, point)
