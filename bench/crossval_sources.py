@@ -7,13 +7,23 @@ per source, per regime (≥ 4,096 GPUs, MoE, FP8, CP ≥ 8, FSDP, Blackwell) and
 family, in-sample beside held out, and the figures fitted on everything.
 
     python bench/crossval_sources.py [RUNS ...]      # default: every shipped runs file
+    python bench/crossval_sources.py --save before.json          # keep every run's errors
+    python bench/crossval_sources.py --against before.json       # after a change: what moved
+
+`--against` reads a file an earlier `--save` wrote and prints, for the runs both hold, each
+regime's held-out median and p90 before and after, and the sources whose held-out errors moved
+most (the sum of |error| over their runs), with their medians and signed medians: the
+before/after table a model change reports beside its source.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import sys
 import time
+from pathlib import Path
 
 from dlformula.core import Engine
 from dlformula.errors import UsageError
@@ -31,10 +41,17 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="*", metavar="RUNS",
                         help="shipped set names or runs files (default: every shipped set)")
+    parser.add_argument("--save", metavar="FILE", type=Path,
+                        help="write the figures and every run's errors to FILE (JSON)")
+    parser.add_argument("--against", metavar="FILE", type=Path,
+                        help="compare with a result an earlier --save wrote")
+    parser.add_argument("--top", type=int, default=15, metavar="N",
+                        help="sources listed by --against (default 15)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
         files = resolve_all(args.runs)
+        before = load_saved(args.against) if args.against else None
     except UsageError as e:
         parser.error(str(e))
     engine = Engine()
@@ -59,8 +76,73 @@ def main(argv: list[str]) -> int:
         held = sorted({(r["held_out_figures"] or {}).get(key) for r in runs} - {None})
         print(f"  {'framework':12} {key.split('.')[-1]}={value:g}"
               f"  (left out in turn: {', '.join(f'{v:g}' for v in held)})")
+    if before is not None:
+        print(f"\nagainst {args.against}:")
+        print("\n".join(compare(before["runs"], runs, args.top)))
+    if args.save:
+        try:
+            args.save.write_text(json.dumps({"figures": result["figures"],
+                                             "framework": result.get("framework", {}),
+                                             "runs": runs}, default=str), encoding="utf-8")
+        except OSError as e:
+            parser.error(f"--save {args.save}: {e.strerror or e}")
     print(f"\n{len(runs)} runs, {time.perf_counter() - start:.1f} s")
     return 0
+
+
+def load_saved(path: Path) -> dict:
+    """A result --save wrote; a UsageError naming the file when it is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"--against {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise UsageError(f"--against {path}: not JSON ({e}); give a file --save wrote") from None
+    if not (isinstance(data, dict) and isinstance(data.get("runs"), list) and all(
+            isinstance(r, dict) and {"id", "file", "source", "regimes", "held_out"} <= r.keys()
+            for r in data["runs"])):
+        raise UsageError(f"--against {path}: not a result --save wrote (no runs with id, "
+                         "file, source, regimes and held_out)")
+    return data
+
+
+def compare(old: list[dict], new: list[dict], top: int) -> list[str]:
+    """Regimes and the most-moved sources, held out, before -> after, over the runs both hold."""
+    was = {(r["id"], r["file"]): r for r in old}
+    pairs = [(was[(r["id"], r["file"])], r) for r in new if (r["id"], r["file"]) in was]
+    if not pairs:
+        return ["  no run in common"]
+
+    def stat(rows: list[dict]) -> str:
+        h = summary([r["held_out"] for r in rows])
+        return f"{h['median']:6.1%} {h['p90']:6.1%}"
+
+    out = [f"  {'':42} {'runs':>4}  {'before':>13} -> {'after':>13}",
+           f"  {'all runs':42} {len(pairs):>4}  {stat([a for a, _ in pairs])} -> "
+           f"{stat([b for _, b in pairs])}"]
+    for regime in REGIMES:
+        sub = [(a, b) for a, b in pairs if regime in b["regimes"]]
+        if sub:
+            out.append(f"  {regime:42} {len(sub):>4}  {stat([a for a, _ in sub])} -> "
+                       f"{stat([b for _, b in sub])}")
+    by: dict[str, list[tuple[float, float]]] = {}
+    for a, b in pairs:
+        by.setdefault(b["source"], []).append((a["held_out"], b["held_out"]))
+
+    def shift(v: list[tuple[float, float]]) -> float:
+        return sum(abs(y) - abs(x) for x, y in v)
+
+    moved = sorted((kv for kv in by.items() if abs(shift(kv[1])) > 1e-9),
+                   key=lambda kv: -abs(shift(kv[1])))
+    out.append("\n  sources that moved most (held out |error| median, signed median):")
+    if not moved:
+        out.append("  none: every run's held-out error is unchanged")
+    for source, v in moved[:top]:
+        med = [statistics.median(abs(x) for x, _ in v), statistics.median(abs(y) for _, y in v)]
+        sig = [statistics.median(x for x, _ in v), statistics.median(y for _, y in v)]
+        out.append(f"  {source[:42]:42} {len(v):>4}  {med[0]:6.1%} -> {med[1]:6.1%}   "
+                   f"signed {sig[0]:+6.1%} -> {sig[1]:+6.1%}")
+    return out
 
 
 if __name__ == "__main__":

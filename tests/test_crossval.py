@@ -3,16 +3,19 @@ every run they act on and refitted without each source, like the hardware famili
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from dlformula.core import Engine
 from dlformula.errors import ModelError
 from dlformula.validation import fit
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
 GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
 # A node of no fitted family, so that the framework figure is the only one fitted.
 NODE = "mi300x"
@@ -140,3 +143,32 @@ def test_a_tied_figure_is_capped_at_its_own_domain_not_at_one(engine):
     # without caps the rule is the product itself
     [free] = fit.points(family)
     assert free["hardware.attention_efficiency_fa3"] == pytest.approx(1.4)
+
+
+def test_crossval_bench_saves_a_result_and_reports_what_moved_against_it(tmp_path, capsys):
+    # A model change reports its held-out figures beside the ones before it: --save keeps every
+    # run's errors, --against prints the regimes and the sources that moved.
+    bench = load_script(ROOT / "bench" / "crossval_sources.py")
+    runs = [str(ROOT / "runs" / "llmjp-scripts.yaml"), str(ROOT / "runs" / "tinyllama.yaml")]
+    saved = tmp_path / "before.json"
+    assert bench.main([*runs, "--save", str(saved)]) == 0
+    data = json.loads(saved.read_text())
+    assert len(data["runs"]) == 3 and data["figures"]
+    # Unchanged model: nothing moved.
+    capsys.readouterr()
+    assert bench.main([*runs, "--against", str(saved)]) == 0
+    assert "none: every run's held-out error is unchanged" in capsys.readouterr().out
+    # One run 10 points worse before: its source is listed with its medians before -> after.
+    moved = data["runs"][0]
+    moved["held_out"] += 0.10 if moved["held_out"] >= 0 else -0.10
+    saved.write_text(json.dumps(data))
+    assert bench.main([*runs, "--against", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert moved["source"][:42] in out and "signed" in out
+    # A file that is not a saved result is refused by name, not with a traceback.
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"runs": [1]}')
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main([*runs, "--against", str(bad)])
+    assert exit_info.value.code == 2
+    assert "not a result --save wrote" in capsys.readouterr().err
