@@ -54,6 +54,8 @@ def main(argv: list[str]) -> int:
         before = load_saved(args.against) if args.against else None
     except UsageError as e:
         parser.error(str(e))
+    if args.save and not args.save.parent.is_dir():
+        parser.error(f"--save {args.save}: the folder '{args.save.parent}' does not exist")
     engine = Engine()
     result = cross_validate(engine, collect(engine, files))
     runs = result["runs"]

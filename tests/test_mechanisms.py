@@ -82,8 +82,8 @@ def test_a_server_with_fewer_gpus_than_the_node_ends_its_nvlink_domain_at_the_bo
     rack = engine.evaluate(GPT3, {**four, "hardware.node": "gb200-nvl72"})
     assert rack["scaleup_ranks"] == 72
     assert rack["tp_bandwidth"] == pytest.approx(rack["scaleup_link_bandwidth"])
-    # The figure is 0 or 1: a share or a YAML boolean is refused, naming the input.
-    for bad in (0.5, 2):
+    # The figure is 0 or 1: a share, a larger number or a YAML boolean is refused by name.
+    for bad in (0.5, 2, True):
         with pytest.raises(Exception, match="hardware.scaleup_across_servers"):
             engine.evaluate(GPT3, {**four, "hardware.scaleup_across_servers": bad})
 
