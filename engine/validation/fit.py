@@ -175,8 +175,14 @@ class Predictor:
 
 def tie_caps(engine: Any) -> dict[str, float]:
     """Each input's declared upper bound by config key: a tied figure stays inside its own
-    domain (a share at 1, attention_rate_ratio at 2), whatever the figure it follows."""
-    return {d.config: d.domain.hi for d in engine.model.inputs.values()
+    domain (a share at 1, attention_rate_ratio at 2), whatever the figure it follows. Read
+    once per model (calibrate asks on every prediction); not to be modified."""
+    return _upper_bounds(engine.model)
+
+
+@lru_cache(maxsize=8)
+def _upper_bounds(model: Any) -> dict[str, float]:
+    return {d.config: d.domain.hi for d in model.inputs.values()
             if d.config and d.domain.hi is not None}
 
 
