@@ -284,6 +284,30 @@ def test_deepep_sends_a_token_once_to_each_remote_node_holding_its_experts(engin
     assert inside["ep_network_copies_share"] == 1 and inside["ep_inter_share"] == 0
 
 
+def test_allgather_dispatcher_gathers_every_token_of_its_group(engine):
+    """Megatron-LM's allgather dispatcher all-gathers the hidden states (16-bit), the float32
+    router probabilities and the one-byte routing map over the expert tensor- and expert-parallel
+    group, and reduce-scatters the outputs in float32; the backward swaps them. Over the 16 ranks
+    of etp 2 x ep 8 (two 8-GPU nodes, eight of the group's ranks and so eight NICs a node) each
+    rank moves 15 other ranks' tokens whatever its top-2 routing picks, against the all-to-all's
+    routed copies, and the expert-TP gather is part of it."""
+    sets = ["parallelism.etp=2"]
+    a2a = engine.evaluate(MIXTRAL, sets)
+    ag = engine.evaluate(MIXTRAL, sets + ["moe.dispatcher=allgather"])
+    nic, nvlink = ag["scaleout_link_bandwidth"], ag["scaleup_link_bandwidth"]
+    assert ag["ep_gather_ranks"] == 16 and ag["ep_gather_bandwidth"] == pytest.approx(
+        min(nvlink, 8 * nic))
+    per_token = (2 + 4) / 2 * ag["hidden"] + 9 / 4 * ag["experts"]  # bf16 run, 8 experts
+    assert ag["ep_gather_bytes_per_token"] == pytest.approx(per_token)
+    assert ag["ep_a2a_time"] == pytest.approx(
+        15 * ag["moe_local_tokens"] * per_token / ag["ep_gather_bandwidth"]
+        + ag["ep_gather_latency"])
+    assert ag["etp_collective_time"] == 0 and a2a["etp_collective_time"] > 0
+    assert ag["ep_comm_time"] > a2a["ep_comm_time"]  # 15 tokens' worth against top-2's copies
+    inside = engine.evaluate(MIXTRAL, ["moe.dispatcher=allgather"])  # 8 ranks: one node
+    assert inside["ep_gather_bandwidth"] == pytest.approx(nvlink)
+
+
 def test_1f1b_all_to_all_overlap_hides_like_dualpipe_in_the_steady_state(engine):
     """Megatron's 1F1B all-to-all overlap pairs passes only in the steady state: the warm-up
     forwards (2 (p - 1) + (v - 1) p + 1 on the first stage) and their cool-down backwards expose

@@ -423,6 +423,8 @@ def test_moe_dispatcher_and_overlap_as_the_run_states_them(engine):
     assert c["moe.dispatcher"] == "deepep" and c["parallelism.ep_comm_overlap"] == "true"
     c = _sets(engine, _moe_row(notes="NCCL all-to-all dispatcher (not DeepEP)"))
     assert "moe.dispatcher" not in c
+    c = _sets(engine, _moe_row(moe={"dispatcher": "allgather"}))
+    assert c["moe.dispatcher"] == "allgather"
 
 
 def test_expert_tp_falls_back_to_one_when_tp_times_ep_does_not_fit(engine):
