@@ -306,6 +306,11 @@ def test_allgather_dispatcher_gathers_every_token_of_its_group(engine):
     assert ag["ep_comm_time"] > a2a["ep_comm_time"]  # 15 tokens' worth against top-2's copies
     inside = engine.evaluate(MIXTRAL, ["moe.dispatcher=allgather"])  # 8 ranks: one node
     assert inside["ep_gather_bandwidth"] == pytest.approx(nvlink)
+    # ep 1 with experts split over tp 2: Megatron gathers over the two expert-TP ranks
+    tp_only = engine.evaluate(MIXTRAL, ["moe.dispatcher=allgather", "parallelism.ep=1",
+                                        "parallelism.etp=2"])
+    assert tp_only["ep_gather_ranks"] == 2 and tp_only["ep_a2a_time"] == pytest.approx(
+        tp_only["moe_local_tokens"] * per_token / nvlink + tp_only["ep_gather_latency"])
 
 
 def test_1f1b_all_to_all_overlap_hides_like_dualpipe_in_the_steady_state(engine):
