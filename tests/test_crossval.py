@@ -172,3 +172,36 @@ def test_crossval_bench_saves_a_result_and_reports_what_moved_against_it(tmp_pat
         bench.main([*runs, "--against", str(bad)])
     assert exit_info.value.code == 2
     assert "not a result --save wrote" in capsys.readouterr().err
+
+
+def test_source_scatter_splits_a_sources_bias_from_the_scatter_within_it(tmp_path, capsys):
+    # Source A is 20% slow on every run: its bias, none of it scatter. Source B is unbiased,
+    # with runs 10% either side. With each bias divided out, A's runs are exact and B's keep
+    # their 10%, so the floor's median is the middle of six zeros and four tens.
+    bench = load_script(ROOT / "bench" / "source_scatter.py")
+    runs = ([{"id": f"a{i}", "file": "a.yaml", "source": "A", "regimes": ["MoE"],
+              "held_out": 0.20} for i in range(6)]
+            + [{"id": f"b{i}", "file": "b.yaml", "source": "B", "regimes": [],
+                "held_out": e} for i, e in enumerate([-0.10, 0.10, 0.0, -0.10, 0.10])])
+    parts = bench.split(runs)
+    assert parts["A"]["bias"] == pytest.approx(0.20)
+    assert all(w == pytest.approx(0.0) for w in parts["A"]["within"])
+    assert parts["B"]["bias"] == pytest.approx(0.0)
+    assert sorted(abs(w) for w in parts["B"]["within"]) == pytest.approx([0, 0.1, 0.1, 0.1, 0.1])
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps({"figures": {}, "runs": runs}))
+    assert bench.main([str(saved)]) == 0
+    out = capsys.readouterr().out
+    every = next(line for line in out.splitlines() if line.startswith("every run"))
+    # held out: median of six 20s and five 10s-or-0s is 20%; floor: zeros for A, B's scatter.
+    assert every.split()[2:] == ["11", "20.0%", "20.0%", "0.0%", "10.0%"]
+    # B is listed first: four of its runs are off by more than 6% once bias is removed.
+    listed = [line.split()[0] for line in out.splitlines()[-2:]]
+    assert listed == ["B", "A"]
+    # Not a saved result: one line, exit 2.
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main([str(bad)])
+    assert exit_info.value.code == 2
+    assert "not a result --save wrote" in capsys.readouterr().err
