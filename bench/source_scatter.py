@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
-import statistics
 import sys
 from pathlib import Path
 
 from dlformula.errors import UsageError
-from dlformula.validation.fit import REGIMES, summary
+from dlformula.validation.fit import REGIMES, bias_floor, source_bias, summary
 
 
 def _crossval():  # the sibling script's reader of saved results (bench/ is not a package)
@@ -34,20 +32,6 @@ def _crossval():  # the sibling script's reader of saved results (bench/ is not 
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def split(runs: list[dict]) -> dict[str, dict]:
-    """source -> {runs, bias (signed, as a ratio - 1), within: [each run's error once the
-    source's bias is divided out]}."""
-    by: dict[str, list[float]] = {}
-    for r in runs:
-        by.setdefault(r["source"], []).append(math.log1p(r["held_out"]))
-    out = {}
-    for source, logs in by.items():
-        bias = statistics.median(logs)
-        out[source] = {"runs": len(logs), "bias": math.expm1(bias),
-                       "within": [math.expm1(x - bias) for x in logs]}
-    return out
 
 
 def main(argv: list[str]) -> int:
@@ -65,13 +49,9 @@ def main(argv: list[str]) -> int:
         runs = _crossval().load_saved(args.saved)["runs"]
     except UsageError as e:
         parser.error(str(e).replace("--against ", ""))
-    parts = split(runs)
-    kept = [r for r in runs if parts[r["source"]]["runs"] >= args.min_runs]
-    floor: dict[tuple[str, str], float] = {}
-    for source, p in parts.items():
-        rows = [r for r in runs if r["source"] == source]
-        for r, w in zip(rows, p["within"]):
-            floor[(r["id"], r["file"])] = w
+    parts = source_bias(runs)
+    floor = bias_floor(runs, args.min_runs)
+    kept = [r for r in runs if (r["id"], r["file"]) in floor]
 
     def stat(rows: list[dict], errors: dict[tuple[str, str], float] | None = None) -> str:
         s = summary([errors[(r["id"], r["file"])] if errors else r["held_out"] for r in rows])

@@ -183,11 +183,15 @@ def test_source_scatter_splits_a_sources_bias_from_the_scatter_within_it(tmp_pat
               "held_out": 0.20} for i in range(6)]
             + [{"id": f"b{i}", "file": "b.yaml", "source": "B", "regimes": [],
                 "held_out": e} for i, e in enumerate([-0.10, 0.10, 0.0, -0.10, 0.10])])
-    parts = bench.split(runs)
+    parts = fit.source_bias(runs)
     assert parts["A"]["bias"] == pytest.approx(0.20)
     assert all(w == pytest.approx(0.0) for w in parts["A"]["within"])
     assert parts["B"]["bias"] == pytest.approx(0.0)
     assert sorted(abs(w) for w in parts["B"]["within"]) == pytest.approx([0, 0.1, 0.1, 0.1, 0.1])
+    # The floor keeps sources of at least min_runs runs, each run with its own remainder.
+    floor = fit.bias_floor(runs, min_runs=6)
+    assert set(floor) == {(f"a{i}", "a.yaml") for i in range(6)}
+    assert fit.bias_floor(runs)[("b1", "b.yaml")] == pytest.approx(0.10)
     saved = tmp_path / "saved.json"
     saved.write_text(json.dumps({"figures": {}, "runs": runs}))
     assert bench.main([str(saved)]) == 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import statistics
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -309,3 +310,37 @@ def summary(errors: list[float]) -> dict[str, Any]:
     return {"n": len(a), "median": percentile(a, 50) if a else math.nan,
             "p90": percentile(a, 90) if a else math.nan,
             "signed_median": percentile(list(errors), 50) if a else math.nan}
+
+
+def source_bias(runs: list[dict[str, Any]], key: str = "held_out") -> dict[str, dict[str, Any]]:
+    """Each source's bias and the scatter within it: source -> {runs, bias (the median of
+    log(predicted / target) over its runs, as a ratio - 1), within: [each run's error with the
+    bias divided out, in the order of `runs`]}. A mechanism acting on a whole source (its
+    cluster, its software release, its timing) moves its bias; only one that depends on the
+    layout, model or batch moves the scatter within it."""
+    logs: dict[str, list[float]] = {}
+    for r in runs:
+        logs.setdefault(r["source"], []).append(math.log1p(r[key]))
+    out = {}
+    for source, values in logs.items():
+        bias = statistics.median(values)
+        out[source] = {"runs": len(values), "bias": math.expm1(bias),
+                       "within": [math.expm1(v - bias) for v in values]}
+    return out
+
+
+def bias_floor(runs: list[dict[str, Any]], min_runs: int = 3,
+               key: str = "held_out") -> dict[tuple[str, str], float]:
+    """(id, file) -> the run's error with its source's bias divided out, for the runs of
+    sources with at least `min_runs` runs (a one-run source has no scatter by construction):
+    the errors an oracle correcting every source as a whole would leave."""
+    parts = source_bias(runs, key)
+    seen: dict[str, int] = {}
+    out = {}
+    for r in runs:
+        part = parts[r["source"]]
+        i = seen.get(r["source"], 0)
+        seen[r["source"]] = i + 1
+        if part["runs"] >= min_runs:
+            out[(r["id"], r["file"])] = part["within"][i]
+    return out
