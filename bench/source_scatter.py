@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
         return f"{s['median']:6.1%} {s['p90']:6.1%}"
 
     print(f"{len(runs)} runs from {len(parts)} sources; the floor counts the {len(kept)} runs "
-          f"of the {sum(p['runs'] >= args.min_runs for p in parts.values())} sources with "
+          f"of the {len({r['source'] for r in kept})} sources with "
           f"{args.min_runs} or more runs\n")
     print(f"{'':40} {'runs':>5}  {'held out':>13}   {'source bias removed':>19}")
     print(f"{'':40} {'':>5}  {'median':>6} {'p90':>6}   {'median':>6} {'p90':>6} (floor)")
@@ -67,14 +67,15 @@ def main(argv: list[str]) -> int:
         sub = [r for r in kept if regime in r["regimes"]]
         if sub:
             print(f"  {regime:38} {len(sub):>5}  {stat(sub)}   {stat(sub, floor)}")
-    ranked = sorted(((s, p) for s, p in parts.items() if p["runs"] >= args.min_runs),
-                    key=lambda sp: (-sum(abs(w) > 0.06 for w in sp[1]["within"]), sp[0]))
+    off = {s: sum(abs(w) > 0.06 for w in p["within"]) for s, p in parts.items()
+           if p["runs"] >= args.min_runs}
+    ranked = sorted(off, key=lambda s: (-off[s], s))
     print("\nsources with the most runs off by more than 6% once their bias is removed:")
     print(f"  {'':48} {'runs':>4}  {'bias':>6}  {'within: median':>14} {'p90':>6}  {'> 6%':>4}")
-    for source, p in ranked[:args.top]:
-        w = summary(p["within"])
+    for source in ranked[:args.top]:
+        p, w = parts[source], summary(parts[source]["within"])
         print(f"  {source[:48]:48} {p['runs']:>4}  {p['bias']:+6.1%}  {w['median']:14.1%} "
-              f"{w['p90']:6.1%}  {sum(abs(x) > 0.06 for x in p['within']):>4}")
+              f"{w['p90']:6.1%}  {off[source]:>4}")
     return 0
 
 

@@ -247,15 +247,16 @@ def loso(cv: dict[str, Any]) -> str:
         held = sorted({(r["held_out_figures"] or {}).get(key) for r in cv["runs"]} - {None})
         figures += (f"; framework: `{key}` {value:g} (refitted without each source: "
                     f"{', '.join(f'{v:g}' for v in held)})")
-    floor = bias_floor(runs)
+    min_runs = 3  # a one-run source has no scatter by construction
+    floor = bias_floor(runs, min_runs)
     kept = [r for r in runs if (r["id"], r["file"]) in floor]
     h, f = stat([r["held_out"] for r in kept]), stat(list(floor.values()))
     sources = len({r["source"] for r in kept})
     return ("\n".join(lines) + f"\n\nFigures fitted on every run: {figures}.\n\n"
             f"With every source's held-out bias divided out (its median error, shared by all its "
             f"runs: its cluster, software release and timing), an oracle no correction of whole "
-            f"sources can beat, the {len(kept)} runs of the {sources} sources with three or more "
-            f"runs would be {pct(f['median'])} / {pct(f['p90'])} (held out as they are: "
+            f"sources can beat, the {len(kept)} runs of the {sources} sources with {min_runs} or "
+            f"more runs would be {pct(f['median'])} / {pct(f['p90'])} (held out as they are: "
             f"{pct(h['median'])} / {pct(h['p90'])}); the rest is scatter within sources "
             f"(`python bench/source_scatter.py`).\n")
 

@@ -335,12 +335,5 @@ def bias_floor(runs: list[dict[str, Any]], min_runs: int = 3,
     sources with at least `min_runs` runs (a one-run source has no scatter by construction):
     the errors an oracle correcting every source as a whole would leave."""
     parts = source_bias(runs, key)
-    seen: dict[str, int] = {}
-    out = {}
-    for r in runs:
-        part = parts[r["source"]]
-        i = seen.get(r["source"], 0)
-        seen[r["source"]] = i + 1
-        if part["runs"] >= min_runs:
-            out[(r["id"], r["file"])] = part["within"][i]
-    return out
+    return {(r["id"], r["file"]): math.expm1(math.log1p(r[key]) - math.log1p(part["bias"]))
+            for r in runs if (part := parts[r["source"]])["runs"] >= min_runs}
