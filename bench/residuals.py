@@ -9,7 +9,12 @@ their count, the median signed error (model / measured - 1: positive is too slow
 median |error|. A bin whose signed median stands far from the others names a mechanism to
 look at; `--show QUANTITY` lists the sources in each of its bins.
 
-    python bench/residuals.py [RUNS ...] [--show QUANTITY]
+`--within` bins each run's error with its source's bias divided out (the source's median of
+log(predicted / measured); sources of fewer than three runs are left out, as in
+bench/source_scatter.py). A trend that survives it is one a mechanism depending on the layout,
+model or batch would have to explain; one that vanishes was a few sources' bias.
+
+    python bench/residuals.py [RUNS ...] [--show QUANTITY] [--within]
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 from dlformula.core import Engine
 from dlformula.errors import UsageError
-from dlformula.validation.fit import Predictor, collect, cross_validate
+from dlformula.validation.fit import Predictor, bias_floor, collect, cross_validate
 from dlformula.validation.shipped import resolve_all
 
 # quantity -> bin edges (a run falls in [lo, hi)); each is a quantity of the model
@@ -61,12 +66,23 @@ def quantity(result: dict[str, Any], name: str) -> float:
     return float(result[name])
 
 
+def within_source(rows: list[dict[str, Any]], min_runs: int = 3) -> list[dict[str, Any]]:
+    """The rows ({id, file, source, held_out, ...}) of sources with at least min_runs runs, each
+    with held_out replaced by its error with the source's bias divided out."""
+    floor = bias_floor(rows, min_runs)
+    return [{**r, "held_out": floor[(r["id"], r["file"])]} for r in rows
+            if (r["id"], r["file"]) in floor]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="*", metavar="RUNS",
                         help="shipped set names or runs files (default: every shipped set)")
     parser.add_argument("--show", default="", metavar="QUANTITY",
                         help="list the sources in each bin of one quantity: " + ", ".join(BINS))
+    parser.add_argument("--within", action="store_true",
+                        help="bin each run's error with its source's bias divided out "
+                             "(sources of fewer than 3 runs left out)")
     args = parser.parse_args(argv)
     if args.show and args.show not in BINS:
         parser.error(f"--show {args.show}: not a binned quantity; choose one of {', '.join(BINS)}")
@@ -79,17 +95,23 @@ def main(argv: list[str]) -> int:
     runs = collect(engine, files)
     held = {(r["file"], r["id"]): r for r in cross_validate(engine, runs)["runs"]}
     names = Predictor(engine).names  # config key -> input name, as the fit predicts
-    errors, values, sources = [], {q: [] for q in BINS}, []
+    rows = []
     for run in runs:
         row = held[(run.file, run.id)]
         # the figures the run was predicted at when its source was held out
         point = {names[k]: v for k, v in (row["held_out_figures"] or {}).items()}
         result = engine.model.evaluate({**run.values, **point})
-        errors.append(row["held_out"])
-        sources.append(run.source)
-        for q in BINS:
-            values[q].append(quantity(result, q))
-    print(f"{len(runs)} runs, held out by source; {time.perf_counter() - start:.0f} s")
+        rows.append({"id": run.id, "file": run.file, "source": run.source,
+                     "held_out": row["held_out"],
+                     "values": {q: quantity(result, q) for q in BINS}})
+    if args.within:
+        rows = within_source(rows)
+    errors = [r["held_out"] for r in rows]
+    sources = [r["source"] for r in rows]
+    values = {q: [r["values"][q] for r in rows] for q in BINS}
+    print(f"{len(rows)} runs, held out by source"
+          + (", each source's bias divided out" if args.within else "")
+          + f"; {time.perf_counter() - start:.0f} s")
     print(f"{'quantity':26} {'bin':>16} {'runs':>5} {'signed':>8} {'|error|':>8}")
     for q, edges in BINS.items():
         for i, b in enumerate(bins(values[q], errors, edges)):

@@ -48,3 +48,17 @@ def test_unknown_quantity_is_one_line(bench, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "not a binned quantity" in err[-1] and "pipeline_bubble_fraction" in err[-1]
+
+
+def test_within_divides_out_each_sources_bias_and_drops_small_sources(bench):
+    def row(i, source, err):
+        return {"id": f"r{i}", "file": "f.yaml", "source": source, "held_out": err, "values": {}}
+    # source a: errors +10%, +21%, +33.1% (ratios 1.1, 1.21, 1.331): bias 1.21, so the
+    # within-source errors are 1.1 / 1.21 - 1, 0 and 1.331 / 1.21 - 1 = +10%;
+    # source b has two runs and is left out (no scatter to speak of)
+    rows = [row(0, "a", 0.10), row(1, "a", 0.21), row(2, "a", 0.331),
+            row(3, "b", -0.5), row(4, "b", 0.5)]
+    out = bench.within_source(rows)
+    assert [r["id"] for r in out] == ["r0", "r1", "r2"]
+    assert [r["held_out"] for r in out] == pytest.approx([1.1 / 1.21 - 1, 0.0, 0.1])
+    assert rows[0]["held_out"] == 0.10  # the input rows are not changed
