@@ -66,10 +66,11 @@ def quantity(result: dict[str, Any], name: str) -> float:
     return float(result[name])
 
 
-def within_source(rows: list[dict[str, Any]], min_runs: int = 3) -> list[dict[str, Any]]:
-    """The rows ({id, file, source, held_out, ...}) of sources with at least min_runs runs, each
-    with held_out replaced by its error with the source's bias divided out."""
-    floor = bias_floor(rows, min_runs)
+def within_source(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows ({id, file, source, held_out, ...}) of the sources bias_floor keeps (its default
+    minimum of runs), each with held_out replaced by its error with its source's bias divided
+    out."""
+    floor = bias_floor(rows)
     return [{**r, "held_out": floor[(r["id"], r["file"])]} for r in rows
             if (r["id"], r["file"]) in floor]
 
