@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .sweep import CHUNK_SIZE, Evaluator
+from .table import concat_columns
 
 TIGHT_MEMORY = 0.9  # share of HBM above which memory limits the choices left
 OVERHEAD = 0.05  # bubble or exposed-communication share above which it limits the step
@@ -168,11 +169,7 @@ class Best:
         return keep
 
     def merged(self) -> dict[str, np.ndarray]:
-        if not self.parts:
-            return {}
-        if len(self.parts) == 1:
-            return self.parts[0]
-        return {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
+        return concat_columns(self.parts)
 
 
 def inside_domain(c: Any, domain: int) -> np.ndarray:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .sweep_axes import Axis
-from .table import sort_order
+from .table import concat_columns, sort_order
 
 CHUNK_SIZE = 16384  # configs per block: arrays stay in cache and memory stays small
 _DEGREES = ("tp", "pp", "cp")
@@ -182,11 +182,7 @@ class _Keeper:
         self.parts, self.count = [merged], len(next(iter(merged.values())))
 
     def merged(self) -> dict[str, np.ndarray]:
-        if not self.parts:
-            return {}
-        if len(self.parts) == 1:
-            return self.parts[0]
-        return {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]}
+        return concat_columns(self.parts)
 
     def full(self) -> bool:
         return self.top is not None and self.sort is None and self.count >= self.top

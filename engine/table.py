@@ -133,6 +133,15 @@ class Table:
         return self.format(limit=10)
 
 
+def concat_columns(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Column blocks with the same names joined row-wise (the block itself when there is one)."""
+    if not parts:
+        return {}
+    if len(parts) == 1:
+        return parts[0]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
 def sort_order(col: np.ndarray, descending: bool) -> np.ndarray:
     key = np.asarray(col, dtype=np.float64)
     key = -key if descending else key
