@@ -189,14 +189,12 @@ def blocks_of(pieces: Iterable[dict[str, np.ndarray]], size: int = CHUNK_SIZE
         buffer.append(piece)
         held += len(next(iter(piece.values())))
         while held >= size:
-            merged = (buffer[0] if len(buffer) == 1 else
-                      {k: np.concatenate([p[k] for p in buffer]) for k in buffer[0]})
+            merged = concat_columns(buffer)
             yield {k: v[:size] for k, v in merged.items()}
             held -= size
             buffer = [{k: v[size:] for k, v in merged.items()}] if held else []
     if held:
-        yield (buffer[0] if len(buffer) == 1 else
-               {k: np.concatenate([p[k] for p in buffer]) for k in buffer[0]})
+        yield concat_columns(buffer)
 
 
 def evaluate_layouts(fit: Evaluator, ev: Evaluator, pieces: Iterable[dict[str, np.ndarray]],
