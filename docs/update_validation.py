@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "validation.md"
 PUBLIC = ROOT / "runs" / "public.yaml"
 HELD_OUT = sorted(p for p in (ROOT / "runs").glob("*.yaml") if p != PUBLIC)
+BLIND = ROOT / "bench" / "runs" / "blind"
 BLOCK = re.compile(r"(<!-- validate: ([\w-]+) -->\n)(.*?)(<!-- end validate -->)", re.S)
 
 # Groups of the public runs for the by-source table, by run id; a run in none of them is shown
@@ -270,6 +271,46 @@ def loso_sources(cv: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def blind(cv: dict[str, Any]) -> str:
+    """Every run's first, blind prediction (bench/runs/blind/), pooled, beside the same runs'
+    in-sample and held-out errors now, by regime and by the age of the record."""
+    from dlformula.validation.blind import eras, first_predictions, records
+    from dlformula.validation.fit import REGIMES
+    from dlformula.validation.fit import summary as stat
+
+    firsts = first_predictions(BLIND)
+    records_all = records(BLIND)
+    now = {r["id"]: r for r in cv["runs"]}
+    held = [i for i in firsts if i in now]
+
+    def cells(ids: list[str]) -> str:
+        b = stat([firsts[i].error for i in ids])
+        i_, h = stat([now[i]["in_sample"] for i in ids]), stat([now[i]["held_out"] for i in ids])
+        return (f"{b['n']} | **{pct(b['median'])}** / **{pct(b['p90'])}** | "
+                f"{pct(b['signed_median'], True)} | {pct(h['median'])} / {pct(h['p90'])} | "
+                f"{pct(i_['median'])} / {pct(i_['p90'])}")
+
+    b = stat([f.error for f in firsts.values()])
+    lines = ["| runs | n | first prediction, blind: median / p90 | blind, signed median | "
+             "now held out (leave-one-source-out) | now in-sample |",
+             "|---|---:|---:|---:|---:|---:|",
+             f"| every run's first prediction ({len(records_all)} records) | {b['n']} | "
+             f"**{pct(b['median'])}** / **{pct(b['p90'])}** | {pct(b['signed_median'], True)} "
+             "| | |",
+             f"| of them, the runs still shipped | {cells(held)} |"]
+    for regime in REGIMES:
+        mine = [i for i in held if regime in now[i]["regimes"]]
+        if mine:
+            lines.append(f"| {regime} | {cells(mine)} |")
+    order = {f.record: f.position for f in firsts.values()}
+    for first, last, _ in eras({i: firsts[i] for i in held}):
+        lo, hi = order[first], order[last]
+        mine = [i for i in held if lo <= firsts[i].position <= hi]
+        lines.append(f"| records {lo + 1}-{hi + 1} of {len(records_all)}, oldest first "
+                     f"(`{first}` to `{last}`) | {cells(mine)} |")
+    return "\n".join(lines) + "\n"
+
+
 def headline(cv: dict[str, Any]) -> str:
     """The README's one-paragraph fidelity statement."""
     from dlformula.validation.fit import summary as stat
@@ -277,11 +318,16 @@ def headline(cv: dict[str, Any]) -> str:
     runs = cv["runs"]
     h, i = stat([r["held_out"] for r in runs]), stat([r["in_sample"] for r in runs])
     sources = len({r["source"] for r in runs})
+    from dlformula.validation.blind import first_predictions
+
+    b = stat([f.error for f in first_predictions(BLIND).values()])
     return (f"Step-time error over {h['n']} published runs from {sources} sources, each source "
             f"predicted with the fitted figures refitted without it (leave-one-source-out): "
             f"median {pct(h['median'])}, p90 {pct(h['p90'])} (in-sample {pct(i['median'])} / "
-            f"{pct(i['p90'])}); by regime and source in "
-            "[docs/validation.md](docs/validation.md#where-we-are).\n")
+            f"{pct(i['p90'])}). A source the model has never seen fares worse: the first, "
+            f"blind predictions of {b['n']} runs, each made before its source could change the "
+            f"model, were off by {pct(b['median'])} at the median and {pct(b['p90'])} at p90. "
+            "By regime and source in [docs/validation.md](docs/validation.md#where-we-are).\n")
 
 
 def bands_json(cv: dict[str, Any]) -> str:
@@ -325,7 +371,8 @@ def makers(engine: Any, cv: dict[str, Any]) -> dict[str, Any]:
             "by-source": lambda: by_source(reports()["public"]),
             "rows": lambda: rows(reports()["public"]), "held-out": lambda: held_out(held()),
             "ablations": lambda: ablations(engine, named()), "loso": lambda: loso(cv),
-            "loso-sources": lambda: loso_sources(cv), "headline": lambda: headline(cv)}
+            "loso-sources": lambda: loso_sources(cv), "headline": lambda: headline(cv),
+            "blind": lambda: blind(cv)}
 
 
 def render(text: str, blocks: dict[str, Any], name: str) -> str:
