@@ -34,6 +34,22 @@ def test_band_is_the_p90_of_the_most_alike_runs_relaxing_the_last_trait_first():
     assert band_for({"gpus": 8}, "mi300x", data) is None  # no validated run on that family
 
 
+def test_band_states_the_first_predictions_of_the_same_runs_when_enough_have_one():
+    held = _runs(MIN_RUNS, "H100", 2048, False, False, 0.10)
+    data = {"families": {"h100-sxm": "H100"},
+            "runs": [{**r, "first": -4 * r["held_out"]} for r in held]}
+    band = band_for({"gpus": 2048, "experts": 0, "precision": "bf16"}, "h100-sxm", data)
+    assert band is not None and band.n_new_source == MIN_RUNS
+    assert band.p90_new_source == pytest.approx(4 * band.p90)
+    assert band.text().endswith(f"; ±{band.p90_new_source * 100:.0f}% for a new source")
+    assert band.as_dict()["p90_new_source"] == band.p90_new_source
+    # one run short of MIN_RUNS with a first prediction: no new-source figure
+    data["runs"][0].pop("first")
+    band = band_for({"gpus": 2048, "experts": 0, "precision": "bf16"}, "h100-sxm", data)
+    assert band is not None and band.p90_new_source is None
+    assert "new source" not in band.text() and band.as_dict()["runs_new_source"] == 0
+
+
 def test_brief_and_json_carry_the_band():
     engine = Engine()
     r = engine.evaluate(GPT3)
@@ -42,7 +58,7 @@ def test_brief_and_json_carry_the_band():
     line = next(x for x in report.key_results(r) if x.strip().startswith("step_time"))
     band = report.result_band(r)
     assert band is not None and band.n >= MIN_RUNS
-    assert f"(±{band.p90 * 100:.0f}%, p90 of {band.n} comparable runs)" in line
+    assert f"({band.text()})" in line and band.p90_new_source is not None
     q = json.loads(report.to_json(r))["quantities"]
     assert q["step_time"]["band"]["p90"] == pytest.approx(band.p90)
     assert q["cost_usd"]["band"] == q["step_time"]["band"]

@@ -6,7 +6,9 @@ its source, engine/validation/fit.py) and the traits comparable runs share. `ban
 runs comparable to a config (same hardware family, GPU-count bracket, dense or MoE, FP8 or
 16-bit), relaxing the traits in reverse order of importance until at least MIN_RUNS remain, and
 returns the 90th percentile of their |error|: the range a planner should read around step time
-and everything derived from it (MFU, throughput, days, GPU-hours, cost, energy).
+and everything derived from it (MFU, throughput, days, GPU-hours, cost, energy). Beside it, the
+90th percentile of the same runs' first, blind predictions (`first` in bands.json): the range to
+read on a stack, cluster or model family no validated source covers.
 """
 
 from __future__ import annotations
@@ -28,13 +30,22 @@ class Band(NamedTuple):
     p90: float  # of |relative error|
     n: int
     matched: tuple[str, ...]  # the traits the comparable runs share, as words
+    # the same runs' first, blind predictions (made before their source could change the
+    # model; dlformula.validation.blind), when at least MIN_RUNS of them have one
+    p90_new_source: float | None = None
+    n_new_source: int = 0
 
     def text(self) -> str:
-        return f"±{self.p90 * 100:.0f}%, p90 of {self.n} comparable runs"
+        new = (f"; ±{self.p90_new_source * 100:.0f}% for a new source"
+               if self.p90_new_source is not None else "")
+        return f"±{self.p90 * 100:.0f}%, p90 of {self.n} comparable runs{new}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"p90": self.p90, "runs": self.n, "matched": list(self.matched),
-                "basis": "leave-one-source-out step-time error of comparable validated runs"}
+                "basis": "leave-one-source-out step-time error of comparable validated runs",
+                "p90_new_source": self.p90_new_source, "runs_new_source": self.n_new_source,
+                "basis_new_source": "the same runs' first predictions, made before their "
+                                    "source could change the model"}
 
 
 def scale(gpus: float) -> str:
@@ -87,7 +98,10 @@ def band_for(values: dict[str, Any], node: Any,
     if not same:
         return None
     p90 = percentile([abs(r["held_out"]) for r in same], 90)
-    return Band(p90, len(same), tuple(_words(t, want[t]) for t in kept))
+    first = [abs(r["first"]) for r in same if r.get("first") is not None]
+    new = percentile(first, 90) if len(first) >= MIN_RUNS else None
+    return Band(p90, len(same), tuple(_words(t, want[t]) for t in kept), new,
+                len(first) if new is not None else 0)
 
 
 def _fp8(values: dict[str, Any]) -> bool:
