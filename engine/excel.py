@@ -101,6 +101,18 @@ class ExportInfo:
     parts: dict[str, tuple[str, int, int]] = field(default_factory=dict)
 
 
+def _band_words(result: Result) -> str:
+    """Summary's error band: how far validated runs like the exported config were off."""
+    from .report import result_band
+
+    band = result_band(result)
+    if band is None:
+        return ("no comparable validated run: no published run on this node's family was "
+                "predicted, so the step time is unchecked (docs/validation.md)")
+    return (f"{band.text()}: the range to read around step time and every figure derived "
+            "from it, for the config as exported (`dlformula eval` gives it for another)")
+
+
 def export(engine: Engine, config: str | None, output: str,
            sets: list[str] | tuple[str, ...] = (), hf_config: str | None = None) -> ExportInfo:
     """Evaluate `config` and write the workbook to `output` (an .xlsx path)."""
@@ -470,6 +482,7 @@ class _Builder:
         if layout:
             info.append(("Layout", "=" + '&" "&'.join(f'"{n.upper()}="&{names[n]}'
                                                       for n in layout)))
+        info.append(("Error band", _band_words(self.result)))
         if self.check_rows:
             ranges = [f"{quote_sheetname(t)}!$B${a}:$B${b}" for t, a, b in self.result_sheets]
             ranges.append(f"Inputs!$B${self.inputs_rows[0]}:$B${self.inputs_rows[1]}")

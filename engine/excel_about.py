@@ -29,7 +29,8 @@ ABOUT_TEXT = [
     ("How to use", "1. On Inputs, type over the yellow cells; pick categorical settings "
                    "(recompute, precision, ...) and the node type from the drop-downs."),
     ("", "2. Read the key results and the charts on Summary; a red memory row means the run "
-         "does not fit in the accelerator's memory."),
+         "does not fit in the accelerator's memory. Summary's error band says how far "
+         "published runs like the exported config were off."),
     ("", "3. The status on Summary must read 'all pass'. Otherwise it names the first failing "
          "check (an input out of its domain, a layout that cannot run, a result that is not a "
          "number) and the cell to fix; the Checks sheet lists them all."),
