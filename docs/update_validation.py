@@ -394,7 +394,12 @@ def render(text: str, blocks: dict[str, Any], name: str) -> str:
 
 def main() -> int:
     from dlformula.core import Engine
+    from dlformula.validation.blind import first_predictions
 
+    try:  # a malformed blind record or ORDER is named before the long cross-validation
+        first_predictions(BLIND)
+    except ValueError as exc:
+        sys.exit(f"error: {exc}")
     engine = Engine()
     cv = crossval(engine)
     blocks = makers(engine, cv)
