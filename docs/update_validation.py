@@ -313,13 +313,12 @@ def blind(cv: dict[str, Any]) -> str:
 
 def headline(cv: dict[str, Any]) -> str:
     """The README's one-paragraph fidelity statement."""
+    from dlformula.validation.blind import first_predictions
     from dlformula.validation.fit import summary as stat
 
     runs = cv["runs"]
     h, i = stat([r["held_out"] for r in runs]), stat([r["in_sample"] for r in runs])
     sources = len({r["source"] for r in runs})
-    from dlformula.validation.blind import first_predictions
-
     b = stat([f.error for f in first_predictions(BLIND).values()])
     return (f"Step-time error over {h['n']} published runs from {sources} sources, each source "
             f"predicted with the fitted figures refitted without it (leave-one-source-out): "
