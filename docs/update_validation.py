@@ -271,15 +271,13 @@ def loso_sources(cv: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def blind(cv: dict[str, Any]) -> str:
+def blind(cv: dict[str, Any], firsts: dict[str, Any], records: list[str]) -> str:
     """Every run's first, blind prediction (bench/runs/blind/), pooled, beside the same runs'
     in-sample and held-out errors now, by regime and by the age of the record."""
-    from dlformula.validation.blind import eras, first_predictions, records
+    from dlformula.validation.blind import eras
     from dlformula.validation.fit import REGIMES
     from dlformula.validation.fit import summary as stat
 
-    firsts = first_predictions(BLIND)
-    records_all = records(BLIND)
     now = {r["id"]: r for r in cv["runs"]}
     held = [i for i in firsts if i in now]
 
@@ -294,7 +292,7 @@ def blind(cv: dict[str, Any]) -> str:
     lines = ["| runs | n | first prediction, blind: median / p90 | blind, signed median | "
              "now held out (leave-one-source-out) | now in-sample |",
              "|---|---:|---:|---:|---:|---:|",
-             f"| every run's first prediction ({len(records_all)} records) | {b['n']} | "
+             f"| every run's first prediction ({len(records)} records) | {b['n']} | "
              f"**{pct(b['median'])}** / **{pct(b['p90'])}** | {pct(b['signed_median'], True)} "
              "| | |",
              f"| of them, the runs still shipped | {cells(held)} |"]
@@ -302,24 +300,21 @@ def blind(cv: dict[str, Any]) -> str:
         mine = [i for i in held if regime in now[i]["regimes"]]
         if mine:
             lines.append(f"| {regime} | {cells(mine)} |")
-    order = {f.record: f.position for f in firsts.values()}
-    for first, last, _ in eras({i: firsts[i] for i in held}):
-        lo, hi = order[first], order[last]
-        mine = [i for i in held if lo <= firsts[i].position <= hi]
-        lines.append(f"| records {lo + 1}-{hi + 1} of {len(records_all)}, oldest first "
-                     f"(`{first}` to `{last}`) | {cells(mine)} |")
+    for first, last, ids in eras({i: firsts[i] for i in held}):
+        lo, hi = firsts[ids[0]].position, firsts[ids[-1]].position
+        lines.append(f"| records {lo + 1}-{hi + 1} of {len(records)}, oldest first "
+                     f"(`{first}` to `{last}`) | {cells(ids)} |")
     return "\n".join(lines) + "\n"
 
 
-def headline(cv: dict[str, Any]) -> str:
+def headline(cv: dict[str, Any], firsts: dict[str, Any]) -> str:
     """The README's one-paragraph fidelity statement."""
-    from dlformula.validation.blind import first_predictions
     from dlformula.validation.fit import summary as stat
 
     runs = cv["runs"]
     h, i = stat([r["held_out"] for r in runs]), stat([r["in_sample"] for r in runs])
     sources = len({r["source"] for r in runs})
-    b = stat([f.error for f in first_predictions(BLIND).values()])
+    b = stat([f.error for f in firsts.values()])
     return (f"Step-time error over {h['n']} published runs from {sources} sources, each source "
             f"predicted with the fitted figures refitted without it (leave-one-source-out): "
             f"median {pct(h['median'])}, p90 {pct(h['p90'])} (in-sample {pct(i['median'])} / "
@@ -329,17 +324,15 @@ def headline(cv: dict[str, Any]) -> str:
             "By regime and source in [docs/validation.md](docs/validation.md#where-we-are).\n")
 
 
-def bands_json(cv: dict[str, Any]) -> str:
+def bands_json(cv: dict[str, Any], firsts: dict[str, Any]) -> str:
     """Each validated run's held-out error, its first prediction where a blind record holds
     one, and the traits error bands match on."""
     import json
 
     from dlformula.validation.bands import run_traits
-    from dlformula.validation.blind import first_predictions
     from dlformula.validation.fit import spec
 
     families = {node: f.name for f in spec().families.values() for node in f.nodes}
-    firsts = first_predictions(BLIND)
     runs = [{"id": r["id"], **run_traits(r["family"], r["traits"]["gpus"], r["traits"]["moe"],
                                           r["traits"]["precision"] in ("fp8", "nvfp4")),
              "held_out": round(r["held_out"], 6),
@@ -353,7 +346,8 @@ def bands_json(cv: dict[str, Any]) -> str:
     return json.dumps(body, indent=1, ensure_ascii=False) + "\n"
 
 
-def makers(engine: Any, cv: dict[str, Any]) -> dict[str, Any]:
+def makers(engine: Any, cv: dict[str, Any], firsts: dict[str, Any],
+           records: list[str]) -> dict[str, Any]:
     """Block name -> a function rendering it; the reports are computed once, on first use."""
     from functools import cache
 
@@ -377,8 +371,8 @@ def makers(engine: Any, cv: dict[str, Any]) -> dict[str, Any]:
             "by-source": lambda: by_source(reports()["public"]),
             "rows": lambda: rows(reports()["public"]), "held-out": lambda: held_out(held()),
             "ablations": lambda: ablations(engine, named()), "loso": lambda: loso(cv),
-            "loso-sources": lambda: loso_sources(cv), "headline": lambda: headline(cv),
-            "blind": lambda: blind(cv)}
+            "loso-sources": lambda: loso_sources(cv), "headline": lambda: headline(cv, firsts),
+            "blind": lambda: blind(cv, firsts, records)}
 
 
 def render(text: str, blocks: dict[str, Any], name: str) -> str:
@@ -393,17 +387,18 @@ def render(text: str, blocks: dict[str, Any], name: str) -> str:
 
 def main() -> int:
     from dlformula.core import Engine
-    from dlformula.validation.blind import first_predictions
+    from dlformula.validation.blind import first_predictions, records
 
     try:  # a malformed blind record or ORDER is named before the long cross-validation
-        first_predictions(BLIND)
+        firsts, order = first_predictions(BLIND), records(BLIND)
     except ValueError as exc:
         sys.exit(f"error: {exc}")
     engine = Engine()
     cv = crossval(engine)
-    blocks = makers(engine, cv)
+    blocks = makers(engine, cv, firsts, order)
     outputs = {DOC: render(DOC.read_text(), blocks, "docs/validation.md"),
-               README: render(README.read_text(), blocks, "README.md"), BANDS: bands_json(cv)}
+               README: render(README.read_text(), blocks, "README.md"),
+               BANDS: bands_json(cv, firsts)}
     stale = [p for p, new in outputs.items() if not p.exists() or p.read_text() != new]
     if "--check" in sys.argv:
         for path in stale:

@@ -56,10 +56,11 @@ def test_eras_keep_each_record_whole_and_cover_every_run(tmp_path: Path) -> None
         _record(tmp_path, stem, {f"{stem}-{k}": 0.01 * k for k in range(n)})
     (tmp_path / "ORDER").write_text("\n".join(sizes) + "\n")
     spans = eras(first_predictions(tmp_path), parts=3)
-    assert sum(len(e) for _, _, e in spans) == 12
+    assert sum(len(ids) for _, _, ids in spans) == 12
     # 12 runs in thirds of 4: the first cut falls inside a.1's five runs and moves past them
-    assert [(first, last, len(e)) for first, last, e in spans] == [
+    assert [(first, last, len(ids)) for first, last, ids in spans] == [
         ("a.1", "a.1", 5), ("b.2", "c.3", 5), ("d.4", "d.4", 2)]
+    assert spans[1][2] == ["b.2-0", "c.3-0", "c.3-1", "c.3-2", "c.3-3"]
 
 
 def test_the_shipped_records_are_all_listed_and_readable() -> None:

@@ -74,20 +74,20 @@ def first_predictions(folder: Path) -> dict[str, First]:
     return out
 
 
-def eras(firsts: dict[str, First], parts: int = 3) -> list[tuple[str, str, list[float]]]:
-    """The first errors split into `parts` spans of records by age, each with about the same
-    number of runs: (first record, last record, errors), oldest first."""
-    ordered = sorted(firsts.values(), key=lambda f: f.position)
+def eras(firsts: dict[str, First], parts: int = 3) -> list[tuple[str, str, list[str]]]:
+    """The runs split into `parts` spans of records by age, each with about the same number of
+    runs: (first record, last record, run ids), oldest first."""
+    ordered = sorted(firsts.items(), key=lambda item: item[1].position)
     size = len(ordered) / parts
-    spans: list[tuple[str, str, list[float]]] = []
+    spans: list[tuple[str, str, list[str]]] = []
     start = 0
     for k in range(1, parts + 1):
         end = round(k * size)
         # a record's runs stay in one span: move the cut to the end of its record
-        while 0 < end < len(ordered) and ordered[end].position == ordered[end - 1].position:
+        while 0 < end < len(ordered) and ordered[end][1].position == ordered[end - 1][1].position:
             end += 1
         if end > start:
             part = ordered[start:end]
-            spans.append((part[0].record, part[-1].record, [f.error for f in part]))
+            spans.append((part[0][1].record, part[-1][1].record, [i for i, _ in part]))
         start = end
     return spans
