@@ -186,6 +186,7 @@ def search(config: str | None, gpus: int | Iterable[int] | None = None,
     result.config = base
     result.model = model
     result.objective, result.descending, result.layout = obj, descending, layout
+    _add_band_columns(result, values, gpu_counts)
     if fronts:
         result.pareto = result.take(pareto_front(result, fronts))
         result.pareto_objectives = [n for n, _ in fronts]
@@ -406,15 +407,60 @@ def recommend(result: SearchResult, values: dict[str, Any], domain: int | None) 
     return lines
 
 
-def _band_line(result: SearchResult, values: dict[str, Any]) -> str:
-    """How far validated runs like this one were off (dlformula.validation.bands)."""
+BAND_COLUMNS = ("step_time_band", "step_time_band_new_source")
+
+
+def _band_keys(result: SearchResult, values: dict[str, Any],
+               gpu_counts: list[int]) -> list[tuple[int, Any]]:
+    """Each row's (GPU count, precision): what its error band depends on besides the node and
+    the model, which a search holds fixed."""
+    n = len(result)
+    labels = result.config.labels if result.config is not None else {}
+    gpus = (result["gpus"].astype(np.int64).tolist() if "gpus" in result
+            else [gpu_counts[0]] * n)
+    if "precision" in result:
+        decoder = result.decoders.get("precision", {})
+        precision = [decoder.get(int(c), c) for c in result["precision"].tolist()]
+    else:
+        precision = [labels.get("precision", values.get("precision"))] * n
+    return list(zip(gpus, precision, strict=True))
+
+
+def _band(result: SearchResult, values: dict[str, Any], key: tuple[int, Any]) -> Any:
     from .validation.bands import band_for
 
-    config = getattr(result, "config", None)
-    node = config.node if config is not None else None
-    labels = config.labels if config is not None else {}
-    band = band_for({**values, "precision": labels.get("precision", values.get("precision"))},
-                    node)
+    node = result.config.node if result.config is not None else None
+    return band_for({**values, "gpus": key[0], "precision": key[1]}, node)
+
+
+def _add_band_columns(result: SearchResult, values: dict[str, Any],
+                      gpu_counts: list[int]) -> None:
+    """Each layout's step-time error band (dlformula.validation.bands) as two columns: the p90
+    of the comparable validated runs' held-out errors and of their first, blind predictions
+    (NaN, an empty cell, where there is none). A band depends on the GPU count and precision,
+    so it is looked up once per pair the rows hold, not per row."""
+    n = len(result)
+    held, new = np.full(n, np.nan), np.full(n, np.nan)
+    seen: dict[tuple[int, Any], Any] = {}
+    for i, key in enumerate(_band_keys(result, values, gpu_counts)):
+        if key not in seen:
+            seen[key] = _band(result, values, key)
+        band = seen[key]
+        if band is not None:
+            held[i] = band.p90
+            if band.p90_new_source is not None:
+                new[i] = band.p90_new_source
+    result.columns[BAND_COLUMNS[0]], result.columns[BAND_COLUMNS[1]] = held, new
+    result.units.update(dict.fromkeys(BAND_COLUMNS, "1"))
+    result.percent = result.percent | frozenset(BAND_COLUMNS)
+
+
+def _band_line(result: SearchResult, values: dict[str, Any]) -> str:
+    """How far validated runs like the best layout were off (dlformula.validation.bands)."""
+    gpu_counts = result.stats.gpus if result.stats is not None else []
+    key = (_band_keys(result.head(1), values, gpu_counts or [int(values.get("gpus", 1))])[0]
+           if len(result) else None)
+    band = _band(result, values, key) if key is not None else None
     return ("- step-time error band: " + band.text() if band is not None else
             "- step-time error band: no comparable validated run")
 

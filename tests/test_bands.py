@@ -88,3 +88,25 @@ def test_search_recommendation_states_the_band():
     result = search(GPT3, gpus=1024, engine=engine, top=3)
     line = next(x for x in result.recommendation if "error band" in x)
     assert "comparable runs" in line or "no comparable validated run" in line
+
+
+def test_search_rows_carry_each_layouts_band_and_csv_leaves_it_empty_where_there_is_none():
+    from dlformula.search import search
+
+    engine = Engine()
+    result = search(GPT3, gpus=[64, 8192], engine=engine,
+                    fix=["training.recompute=selective", "parallelism.tp=8",
+                         "parallelism.pp=8", "parallelism.zero=1"])
+    gpus = result["gpus"].astype(int)
+    assert set(gpus.tolist()) == {64, 8192}  # both counts among the rows kept
+    for count in (64, 8192):
+        want = band_for({**result.config.values, "gpus": count, "precision": "bf16"},
+                        result.config.node)
+        assert want is not None and want.p90_new_source is not None
+        rows = gpus == count
+        assert (result["step_time_band"][rows] == want.p90).all()
+        assert (result["step_time_band_new_source"][rows] == want.p90_new_source).all()
+    far = search(GPT3, gpus=64, engine=engine, top=5, sets=["hardware.node=mi300x"])
+    header, first = far.to_csv().splitlines()[:2]
+    cells = dict(zip(header.split(","), first.split(","), strict=True))
+    assert cells["step_time_band"] == "" and cells["step_time_band_new_source"] == ""
