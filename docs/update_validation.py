@@ -334,7 +334,8 @@ def bands_json(cv: dict[str, Any], firsts: dict[str, Any]) -> str:
 
     families = {node: f.name for f in spec().families.values() for node in f.nodes}
     runs = [{"id": r["id"], **run_traits(r["family"], r["traits"]["gpus"], r["traits"]["moe"],
-                                          r["traits"]["precision"] in ("fp8", "nvfp4")),
+                                          r["traits"]["precision"] in ("fp8", "nvfp4"),
+                                          r["traits"]["zero"] >= 3),
              "held_out": round(r["held_out"], 6),
              **({"first": round(firsts[r["id"]].error, 6)} if r["id"] in firsts else {})}
             for r in cv["runs"] if r["family"]]

@@ -8,29 +8,36 @@ from pathlib import Path
 import pytest
 
 from dlformula.core import Engine
-from dlformula.validation.bands import MIN_RUNS, band_for, run_traits, table
+from dlformula.validation.bands import MIN_RUNS, POOL_RUNS, band_for, run_traits, table
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
 
 
-def _runs(n: int, family: str, gpus: int, moe: bool, fp8: bool, error: float) -> list[dict]:
-    return [{**run_traits(family, gpus, moe, fp8), "held_out": error * (i + 1) / n}
+def _runs(n: int, family: str, gpus: int, moe: bool, fp8: bool, error: float,
+          fsdp: bool = False) -> list[dict]:
+    return [{**run_traits(family, gpus, moe, fp8, fsdp), "held_out": error * (i + 1) / n}
             for i in range(n)]
 
 
 def test_band_is_the_p90_of_the_most_alike_runs_relaxing_the_last_trait_first():
     data = {"families": {"h100-sxm": "H100"},
-            "runs": _runs(MIN_RUNS, "H100", 2048, False, True, 0.10)
-            + _runs(MIN_RUNS, "H100", 2048, False, False, 0.50)
-            + _runs(3, "H100", 16, True, True, 0.90)}
+            "runs": _runs(POOL_RUNS, "H100", 2048, False, True, 0.10)
+            + _runs(POOL_RUNS, "H100", 2048, False, False, 0.50)
+            + _runs(5, "H100", 16, True, True, 0.90)
+            + _runs(5, "H100", 2048, False, True, 0.70, fsdp=True)}
     dense_fp8 = band_for({"gpus": 2048, "experts": 0, "precision": "fp8"}, "h100-sxm", data)
-    assert dense_fp8 is not None and dense_fp8.n == MIN_RUNS
-    assert dense_fp8.p90 == pytest.approx(0.10 * (1 + 0.9 * (MIN_RUNS - 1)) / MIN_RUNS)
-    assert dense_fp8.matched == ("H100 family", "1,024-4,095 GPUs", "dense", "FP8")
-    # Three MoE runs are too few: precision, then MoE, then scale are given up in turn.
+    assert dense_fp8 is not None and dense_fp8.n == POOL_RUNS
+    assert dense_fp8.p90 == pytest.approx(0.10 * (1 + 0.9 * (POOL_RUNS - 1)) / POOL_RUNS)
+    assert dense_fp8.matched == ("H100 family", "dense", "ZeRO 0-2", "1,024-4,095 GPUs", "FP8")
+    # Five MoE runs are too few: precision, then scale, then sharding, then MoE are given up.
     moe = band_for({"gpus": 16, "experts": 64, "precision": 2}, "h100-sxm", data)
-    assert moe is not None and moe.matched == ("H100 family",) and moe.n == 2 * MIN_RUNS + 3
+    assert moe is not None and moe.matched == ("H100 family",) and moe.n == 2 * POOL_RUNS + 10
+    # Five FSDP runs: precision and scale go, sharding and dense-or-MoE are kept longer.
+    fsdp = band_for({"gpus": 2048, "experts": 0, "precision": "fp8", "zero": 3}, "h100-sxm",
+                    data)
+    assert fsdp is not None and fsdp.matched == ("H100 family", "dense")
+    assert fsdp.n == 2 * POOL_RUNS + 5
     assert band_for({"gpus": 8}, "mi300x", data) is None  # no validated run on that family
 
 

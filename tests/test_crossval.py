@@ -209,3 +209,29 @@ def test_source_scatter_splits_a_sources_bias_from_the_scatter_within_it(tmp_pat
         bench.main([str(bad)])
     assert exit_info.value.code == 2
     assert "not a result --save wrote" in capsys.readouterr().err
+
+
+def test_band_calibration_scores_each_sources_bands_from_the_other_sources(tmp_path, capsys):
+    # Source A's runs are 10% off, B's 20%, on the same hardware and traits. A's band, from B's
+    # runs, is 20%: covered, interval score 0.2. B's band, from A's, is 10%: missed by 10
+    # points, score 0.1 + 20 x 0.1 = 2.1. Half covered, median width 15%, mean score 1.15.
+    from dlformula.validation.bands import POOL_RUNS
+
+    bench = load_script(ROOT / "bench" / "band_calibration.py")
+    traits = {"gpus": 64, "moe": False, "precision": "bf16", "cp": 1, "zero": 1,
+              "node": "h100-sxm"}
+    runs = [{"id": f"{s}{i}", "file": f"{s}.yaml", "source": s, "regimes": [], "family": "H100",
+             "traits": traits, "held_out": e * (-1) ** i}
+            for s, e in (("A", 0.10), ("B", 0.20)) for i in range(POOL_RUNS)]
+    rows = bench.band_rows(runs, {})
+    got = bench.score(rows, ("family", "moe", "fsdp", "scale", "fp8"), POOL_RUNS)["held_out"]
+    assert got["runs"] == 2 * POOL_RUNS and got["coverage"] == pytest.approx(0.5)
+    assert got["width"] == pytest.approx(0.15) and got["score"] == pytest.approx(1.15)
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps({"figures": {}, "runs": runs}))
+    assert bench.main([str(saved), "--variant", "family,scale:8"]) == 0
+    out = capsys.readouterr().out
+    assert "(shipped)" in out and "family,scale : 8" in out and "50.0%" in out
+    with pytest.raises(SystemExit) as exit_info:  # a trait it does not know: one line, exit 2
+        bench.main([str(saved), "--variant", "family,colour:8"])
+    assert exit_info.value.code == 2 and "--variant family,colour:8" in capsys.readouterr().err

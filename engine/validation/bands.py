@@ -3,12 +3,13 @@
 docs/update_validation.py writes bands.json beside this module: every validated run's
 leave-one-source-out step-time error (its prediction with the fitted figures refitted without
 its source, engine/validation/fit.py) and the traits comparable runs share. `band` picks the
-runs comparable to a config (same hardware family, GPU-count bracket, dense or MoE, FP8 or
-16-bit), relaxing the traits in reverse order of importance until at least MIN_RUNS remain, and
-returns the 90th percentile of their |error|: the range a planner should read around step time
-and everything derived from it (MFU, throughput, days, GPU-hours, cost, energy). Beside it, the
-90th percentile of the same runs' first, blind predictions (`first` in bands.json): the range to
-read on a stack, cluster or model family no validated source covers.
+runs comparable to a config (same hardware family, dense or MoE, ZeRO-3 / FSDP or not,
+GPU-count bracket, FP8 or 16-bit), relaxing the traits in reverse order of importance until at
+least POOL_RUNS remain, and returns the 90th percentile of their |error|: the range a planner
+should read around step time and everything derived from it (MFU, throughput, days, GPU-hours,
+cost, energy). Beside it, the 90th percentile of the same runs' first, blind predictions
+(`first` in bands.json): the range to read on a stack, cluster or model family no validated
+source covers. bench/band_calibration.py scores the traits' order and POOL_RUNS.
 """
 
 from __future__ import annotations
@@ -19,9 +20,15 @@ from typing import Any, NamedTuple
 
 from .stats import percentile
 
-MIN_RUNS = 8
-# Traits in the order they are given up when too few runs share them all.
-TRAITS = ("family", "scale", "moe", "fp8")
+MIN_RUNS = 8  # fewest errors a p90 is taken over (calibration runs, first predictions)
+# Comparable runs a band is sought over: traits are given up until this many share the rest.
+# The traits, their order and this count are the ones whose bands, computed for each source
+# from the other sources' runs, score best on that source's runs (python bench/band_calibration.py;
+# docs/validation.md, stop 51): with sharding and MoE kept longest, the bands are narrower at the
+# same coverage.
+POOL_RUNS = 30
+# Traits in the order they are given up (the last first) when too few runs share them all.
+TRAITS = ("family", "moe", "fsdp", "scale", "fp8")
 SCALES = ((64, "< 64 GPUs"), (1024, "64-1,023 GPUs"), (4096, "1,024-4,095 GPUs"),
           (float("inf"), "≥ 4,096 GPUs"))
 
@@ -52,8 +59,9 @@ def scale(gpus: float) -> str:
     return next(label for limit, label in SCALES if gpus < limit)
 
 
-def run_traits(family: str | None, gpus: float, moe: bool, fp8: bool) -> dict[str, Any]:
-    return {"family": family, "scale": scale(gpus), "moe": moe, "fp8": fp8}
+def run_traits(family: str | None, gpus: float, moe: bool, fp8: bool,
+               fsdp: bool = False) -> dict[str, Any]:
+    return {"family": family, "scale": scale(gpus), "moe": moe, "fp8": fp8, "fsdp": fsdp}
 
 
 @lru_cache(maxsize=1)
@@ -88,11 +96,12 @@ def band_for(values: dict[str, Any], node: Any,
     if family is None:
         return None
     want = run_traits(family, float(values.get("gpus", 1)),
-                      float(values.get("experts", 0) or 0) > 1, _fp8(values))
+                      float(values.get("experts", 0) or 0) > 1, _fp8(values),
+                      float(values.get("zero", 0) or 0) >= 3)
     kept = list(TRAITS)
     while True:
-        same = [r for r in data["runs"] if all(r[t] == want[t] for t in kept)]
-        if len(same) >= MIN_RUNS or len(kept) == 1:
+        same = [r for r in data["runs"] if all(r.get(t, False) == want[t] for t in kept)]
+        if len(same) >= POOL_RUNS or len(kept) == 1:
             break
         kept.pop()
     if not same:
@@ -118,4 +127,6 @@ def _words(trait: str, value: Any) -> str:
         return "MoE" if value else "dense"
     if trait == "fp8":
         return "FP8" if value else "16-bit"  # NVFP4 runs are grouped with FP8 ones
+    if trait == "fsdp":
+        return "ZeRO-3 / FSDP" if value else "ZeRO 0-2"
     return str(value)

@@ -1,0 +1,157 @@
+"""How well the error bands are calibrated on sources they never saw.
+
+An error band (dlformula.validation.bands) is the p90 of the held-out errors of the validated
+runs most like a config; beside it, the p90 of the same runs' first, blind predictions. Here
+each source is taken in turn: its runs get the bands computed from the *other* sources' runs
+only, as a planner on a stack no validated source covers would read them, and the bands are
+scored on that source's own errors (held out, and first predictions where a blind record holds
+one):
+
+- coverage: share of runs whose |error| is inside the band (a p90 should cover about 90%);
+- width: the median band;
+- score: the mean interval score of a 90% band, width + 20 x (|error| - width) when the error
+  falls outside (Gneiting and Raftery 2007, eq. 43, for the one-sided |error|); lower is
+  better, and a band cannot win it by being wide or narrow alone.
+
+Reads a result `bench/crossval_sources.py --save` wrote and the blind records in
+bench/runs/blind/. The shipped traits and pool size come first, then the variants named on the
+command line.
+
+    python bench/band_calibration.py SAVED.json [--variant TRAITS:POOL ...]
+
+e.g. `--variant family,scale,moe,fp8:8` (the traits in the order they are kept, the last given
+up first; POOL the comparable runs sought before a trait is given up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from dlformula.errors import UsageError
+from dlformula.validation import bands
+from dlformula.validation.blind import first_predictions
+
+BLIND = Path(__file__).resolve().parent / "runs" / "blind"
+OUTSIDE = 1 / 0.1 * 2  # the interval score's penalty for a 90% band: 2 / alpha
+
+
+def _crossval() -> Any:  # the sibling script's reader of saved results (bench/ is not a package)
+    spec = importlib.util.spec_from_file_location(
+        "crossval_sources", Path(__file__).with_name("crossval_sources.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def band_rows(saved: list[dict[str, Any]], firsts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each fitted run as bands.json holds it (docs/update_validation.py), with its source."""
+    rows = []
+    for r in saved:
+        if not r["family"]:
+            continue
+        t = r["traits"]
+        rows.append({**bands.run_traits(r["family"], t["gpus"], t["moe"],
+                                        t["precision"] in ("fp8", "nvfp4"), t["zero"] >= 3),
+                     "held_out": r["held_out"], "source": r["source"],
+                     "precision": t["precision"], "zero": t["zero"],
+                     **({"first": firsts[r["id"]].error} if r["id"] in firsts else {})})
+    return rows
+
+
+def score(rows: list[dict[str, Any]], traits: tuple[str, ...], pool: int) -> dict[str, Any]:
+    """Coverage, median width and mean interval score of the bands, each source's runs banded
+    from the other sources' runs."""
+    saved = bands.TRAITS, bands.POOL_RUNS
+    bands.TRAITS, bands.POOL_RUNS = traits, pool
+    try:
+        by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for r in rows:
+            by_source[r["source"]].append(r)
+        kinds: dict[str, list[tuple[bool, float, float]]] = {"held_out": [], "first": []}
+        for source, own in by_source.items():
+            data = {"families": {f: f for f in {r["family"] for r in rows}},
+                    "runs": [r for r in rows if r["source"] != source]}
+            seen: dict[tuple, Any] = {}
+            for r in own:
+                key = tuple(r[t] for t in bands.TRAITS)
+                if key not in seen:
+                    values = {"gpus": _gpus(r["scale"]), "experts": 2 if r["moe"] else 0,
+                              "precision": r["precision"], "zero": r["zero"]}
+                    seen[key] = bands.band_for(values, r["family"], data)
+                band = seen[key]
+                if band is None:
+                    continue
+                for kind, width in (("held_out", band.p90), ("first", band.p90_new_source)):
+                    if width is None or r.get(kind) is None:
+                        continue
+                    err = abs(r[kind])
+                    kinds[kind].append((err <= width, width,
+                                        width + OUTSIDE * max(0.0, err - width)))
+    finally:
+        bands.TRAITS, bands.POOL_RUNS = saved
+    return {kind: {"runs": len(v), "coverage": sum(x[0] for x in v) / len(v),
+                   "width": statistics.median(x[1] for x in v),
+                   "score": statistics.fmean(x[2] for x in v)} for kind, v in kinds.items() if v}
+
+
+def _gpus(scale: str) -> float:
+    """A GPU count inside a scale bracket (the bracket is all band_for reads of it)."""
+    lower = 1.0
+    for limit, label in bands.SCALES:
+        if label == scale:
+            return lower
+        lower = limit
+    raise ValueError(scale)
+
+
+def _variant(text: str) -> tuple[tuple[str, ...], int]:
+    traits, _, pool = text.partition(":")
+    names = tuple(t.strip() for t in traits.split(",") if t.strip())
+    unknown = [t for t in names if t not in bands.run_traits("x", 1, False, False)]
+    if not names or names[0] != "family" or unknown or not pool.isdigit() or int(pool) < 1:
+        raise UsageError(f"--variant {text}: give traits (family first; of "
+                         f"{', '.join(bands.run_traits('x', 1, False, False))}) and a pool "
+                         "size, e.g. family,scale,moe,fp8:8")
+    return names, int(pool)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("saved", type=Path, metavar="SAVED.json",
+                        help="a result bench/crossval_sources.py --save wrote")
+    parser.add_argument("--variant", action="append", default=[], metavar="TRAITS:POOL",
+                        help="another trait order and pool size to score (repeatable)")
+    args = parser.parse_args(argv)
+    try:
+        variants = [(bands.TRAITS, bands.POOL_RUNS)] + [_variant(v) for v in args.variant]
+        saved = _crossval().load_saved(args.saved)["runs"]
+    except UsageError as e:
+        parser.error(str(e).replace("--against ", ""))
+    if not all({"family", "traits"} <= r.keys() for r in saved):
+        parser.error(f"{args.saved}: its runs carry no family and traits; save it again with "
+                     "python bench/crossval_sources.py --save")
+    rows = band_rows(saved, first_predictions(BLIND))
+    print(f"{len(rows)} runs of {len({r['source'] for r in rows})} sources; each source banded "
+          "from the others' runs\n")
+    print(f"{'traits (kept longest first) : pool':44} {'held out':>28}   {'first prediction':>28}")
+    print(f"{'':44} {'cover':>7} {'width':>6} {'score':>6} {'runs':>5}   "
+          f"{'cover':>7} {'width':>6} {'score':>6} {'runs':>5}")
+    for i, (traits, pool) in enumerate(variants):
+        s = score(rows, traits, pool)
+        cells = "   ".join(f"{s[k]['coverage']:7.1%} {s[k]['width']:6.1%} {s[k]['score']:6.3f} "
+                           f"{s[k]['runs']:>5}" if k in s else f"{'-':>28}"
+                           for k in ("held_out", "first"))
+        label = f"{','.join(traits)} : {pool}" + (" (shipped)" if i == 0 else "")
+        print(f"{label:44} {cells}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
