@@ -411,9 +411,9 @@ BAND_COLUMNS = ("step_time_band", "step_time_band_new_source")
 
 
 def _band_keys(result: SearchResult, values: dict[str, Any],
-               gpu_counts: list[int]) -> list[tuple[int, Any]]:
-    """Each row's (GPU count, precision): what its error band depends on besides the node and
-    the model, which a search holds fixed."""
+               gpu_counts: list[int]) -> list[tuple[int, Any, float]]:
+    """Each row's (GPU count, precision, ZeRO stage): what its error band depends on besides
+    the node and the model, which a search holds fixed."""
     n = len(result)
     labels = result.config.labels if result.config is not None else {}
     gpus = (result["gpus"].astype(np.int64).tolist() if "gpus" in result
@@ -423,25 +423,27 @@ def _band_keys(result: SearchResult, values: dict[str, Any],
         precision = [decoder.get(int(c), c) for c in result["precision"].tolist()]
     else:
         precision = [labels.get("precision", values.get("precision"))] * n
-    return list(zip(gpus, precision, strict=True))
+    zero = (result["zero"].tolist() if "zero" in result
+            else [float(values.get("zero", 0) or 0)] * n)
+    return list(zip(gpus, precision, zero, strict=True))
 
 
-def _band(result: SearchResult, values: dict[str, Any], key: tuple[int, Any]) -> Any:
+def _band(result: SearchResult, values: dict[str, Any], key: tuple[int, Any, float]) -> Any:
     from .validation.bands import band_for
 
     node = result.config.node if result.config is not None else None
-    return band_for({**values, "gpus": key[0], "precision": key[1]}, node)
+    return band_for({**values, "gpus": key[0], "precision": key[1], "zero": key[2]}, node)
 
 
 def _add_band_columns(result: SearchResult, values: dict[str, Any],
                       gpu_counts: list[int]) -> None:
     """Each layout's step-time error band (dlformula.validation.bands) as two columns: the p90
     of the comparable validated runs' held-out errors and of their first, blind predictions
-    (NaN, an empty cell, where there is none). A band depends on the GPU count and precision,
-    so it is looked up once per pair the rows hold, not per row."""
+    (NaN, an empty cell, where there is none). A band depends on the GPU count, precision and
+    ZeRO stage, so it is looked up once per combination the rows hold, not per row."""
     n = len(result)
     held, new = np.full(n, np.nan), np.full(n, np.nan)
-    seen: dict[tuple[int, Any], Any] = {}
+    seen: dict[tuple[int, Any, float], Any] = {}
     for i, key in enumerate(_band_keys(result, values, gpu_counts)):
         if key not in seen:
             seen[key] = _band(result, values, key)

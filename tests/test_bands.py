@@ -103,16 +103,20 @@ def test_search_rows_carry_each_layouts_band_and_csv_leaves_it_empty_where_there
     engine = Engine()
     result = search(GPT3, gpus=[64, 8192], engine=engine,
                     fix=["training.recompute=selective", "parallelism.tp=8",
-                         "parallelism.pp=8", "parallelism.zero=1"])
-    gpus = result["gpus"].astype(int)
-    assert set(gpus.tolist()) == {64, 8192}  # both counts among the rows kept
+                         "parallelism.pp=8", "parallelism.zero=1,3"])
+    gpus, zero = result["gpus"].astype(int), result["zero"].astype(int)
+    assert set(gpus.tolist()) == {64, 8192} and set(zero.tolist()) == {1, 3}
+    bands = set()
     for count in (64, 8192):
-        want = band_for({**result.config.values, "gpus": count, "precision": "bf16"},
-                        result.config.node)
-        assert want is not None and want.p90_new_source is not None
-        rows = gpus == count
-        assert (result["step_time_band"][rows] == want.p90).all()
-        assert (result["step_time_band_new_source"][rows] == want.p90_new_source).all()
+        for stage in (1, 3):
+            want = band_for({**result.config.values, "gpus": count, "precision": "bf16",
+                             "zero": stage}, result.config.node)
+            assert want is not None and want.p90_new_source is not None
+            rows = (gpus == count) & (zero == stage)
+            assert rows.any() and (result["step_time_band"][rows] == want.p90).all()
+            assert (result["step_time_band_new_source"][rows] == want.p90_new_source).all()
+            bands.add(want.p90)
+    assert len(bands) > 1  # the rows' bands differ with their GPU count or sharding
     far = search(GPT3, gpus=64, engine=engine, top=5, sets=["hardware.node=mi300x"])
     header, first = far.to_csv().splitlines()[:2]
     cells = dict(zip(header.split(","), first.split(","), strict=True))
