@@ -26,7 +26,6 @@ up first; POOL the comparable runs sought before a trait is given up).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 from collections import defaultdict
@@ -36,18 +35,11 @@ from typing import Any
 from dlformula.errors import UsageError
 from dlformula.validation import bands
 from dlformula.validation.blind import first_predictions
+from dlformula.validation.fit import read_saved
 
 BLIND = Path(__file__).resolve().parent / "runs" / "blind"
 OUTSIDE = 1 / 0.1 * 2  # the interval score's penalty for a 90% band: 2 / alpha
 
-
-def _crossval() -> Any:  # the sibling script's reader of saved results (bench/ is not a package)
-    spec = importlib.util.spec_from_file_location(
-        "crossval_sources", Path(__file__).with_name("crossval_sources.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def band_rows(saved: list[dict[str, Any]], firsts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -131,9 +123,9 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         variants = [(bands.TRAITS, bands.POOL_RUNS)] + [_variant(v) for v in args.variant]
-        saved = _crossval().load_saved(args.saved)["runs"]
+        saved = read_saved(args.saved)["runs"]
     except UsageError as e:
-        parser.error(str(e).replace("--against ", ""))
+        parser.error(str(e))
     if not all({"family", "traits"} <= r.keys() for r in saved):
         parser.error(f"{args.saved}: its runs carry no family and traits; save it again with "
                      "python bench/crossval_sources.py --save")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from dlformula.core import Engine
 from dlformula.errors import UsageError
-from dlformula.validation.fit import REGIMES, collect, cross_validate, summary
+from dlformula.validation.fit import REGIMES, collect, cross_validate, read_saved, summary
 from dlformula.validation.shipped import resolve_all
 
 
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     start = time.perf_counter()
     try:
         files = resolve_all(args.runs)
-        before = load_saved(args.against) if args.against else None
+        before = read_saved(args.against, "--against") if args.against else None
     except UsageError as e:
         parser.error(str(e))
     if args.save and not args.save.parent.is_dir():
@@ -91,21 +91,6 @@ def main(argv: list[str]) -> int:
     print(f"\n{len(runs)} runs, {time.perf_counter() - start:.1f} s")
     return 0
 
-
-def load_saved(path: Path) -> dict:
-    """A result --save wrote; a UsageError naming the file when it is not one."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UsageError(f"--against {path}: {e.strerror or e}") from None
-    except ValueError as e:
-        raise UsageError(f"--against {path}: not JSON ({e}); give a file --save wrote") from None
-    if not (isinstance(data, dict) and isinstance(data.get("runs"), list) and all(
-            isinstance(r, dict) and {"id", "file", "source", "regimes", "held_out"} <= r.keys()
-            for r in data["runs"])):
-        raise UsageError(f"--against {path}: not a result --save wrote (no runs with id, "
-                         "file, source, regimes and held_out)")
-    return data
 
 
 def compare(old: list[dict], new: list[dict], top: int) -> list[str]:

@@ -17,21 +17,11 @@ out of the floor (a one-run source has no scatter by construction, which would f
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 from dlformula.errors import UsageError
-from dlformula.validation.fit import REGIMES, bias_floor, source_bias, summary
-
-
-def _crossval():  # the sibling script's reader of saved results (bench/ is not a package)
-    spec = importlib.util.spec_from_file_location(
-        "crossval_sources", Path(__file__).with_name("crossval_sources.py"))
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from dlformula.validation.fit import REGIMES, bias_floor, read_saved, source_bias, summary
 
 
 def main(argv: list[str]) -> int:
@@ -46,9 +36,9 @@ def main(argv: list[str]) -> int:
     if args.min_runs < 1 or args.top < 0:
         parser.error("--min-runs must be at least 1 and --top at least 0")
     try:
-        runs = _crossval().load_saved(args.saved)["runs"]
+        runs = read_saved(args.saved)["runs"]
     except UsageError as e:
-        parser.error(str(e).replace("--against ", ""))
+        parser.error(str(e))
     parts = source_bias(runs)
     floor = bias_floor(runs, args.min_runs)
     kept = [r for r in runs if (r["id"], r["file"]) in floor]

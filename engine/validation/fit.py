@@ -21,7 +21,7 @@ import statistics
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ..errors import ModelError
+from ..errors import ModelError, UsageError
 from ..yamlfile import load_yaml
 from .report import percentile, validate
 
@@ -310,6 +310,27 @@ def summary(errors: list[float]) -> dict[str, Any]:
     return {"n": len(a), "median": percentile(a, 50) if a else math.nan,
             "p90": percentile(a, 90) if a else math.nan,
             "signed_median": percentile(list(errors), 50) if a else math.nan}
+
+
+def read_saved(path: Any, option: str = "") -> dict[str, Any]:
+    """A result bench/crossval_sources.py --save wrote (figures, framework, every run's errors);
+    a UsageError naming the file (after `option`, the flag that gave it) when it is not one."""
+    import json
+
+    where = f"{option} {path}" if option else str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as e:
+        raise UsageError(f"{where}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise UsageError(f"{where}: not JSON ({e}); give a file --save wrote") from None
+    if not (isinstance(data, dict) and isinstance(data.get("runs"), list) and all(
+            isinstance(r, dict) and {"id", "file", "source", "regimes", "held_out"} <= r.keys()
+            for r in data["runs"])):
+        raise UsageError(f"{where}: not a result --save wrote (no runs with id, file, source, "
+                         "regimes and held_out)")
+    return data
 
 
 def source_bias(runs: list[dict[str, Any]], key: str = "held_out") -> dict[str, dict[str, Any]]:
