@@ -411,28 +411,30 @@ BAND_COLUMNS = ("step_time_band", "step_time_band_new_source")
 
 
 def _band_keys(result: SearchResult, values: dict[str, Any],
-               gpu_counts: list[int]) -> list[tuple[int, Any, float]]:
-    """Each row's (GPU count, precision, ZeRO stage): what its error band depends on besides
-    the node and the model, which a search holds fixed."""
+               gpu_counts: list[int]) -> tuple[np.ndarray, Any]:
+    """Each row's (GPU count, precision code, ZeRO stage) as an n x 3 array -- what its error
+    band depends on besides the node and the model, which a search holds fixed -- and a
+    function turning a row of it into band_for's values."""
     n = len(result)
     labels = result.config.labels if result.config is not None else {}
-    gpus = (result["gpus"].astype(np.int64).tolist() if "gpus" in result
-            else [gpu_counts[0]] * n)
-    if "precision" in result:
-        decoder = result.decoders.get("precision", {})
-        precision = [decoder.get(int(c), c) for c in result["precision"].tolist()]
-    else:
-        precision = [labels.get("precision", values.get("precision"))] * n
-    zero = (result["zero"].tolist() if "zero" in result
-            else [float(values.get("zero", 0) or 0)] * n)
-    return list(zip(gpus, precision, zero, strict=True))
+    base_precision = labels.get("precision", values.get("precision"))
+    decoder = result.decoders.get("precision", {})
+    keys = np.empty((n, 3))
+    keys[:, 0] = result["gpus"] if "gpus" in result else gpu_counts[0]
+    keys[:, 1] = result["precision"] if "precision" in result else -1  # -1: the config's
+    keys[:, 2] = result["zero"] if "zero" in result else float(values.get("zero", 0) or 0)
+
+    def band_values(key: np.ndarray) -> dict[str, Any]:
+        precision = base_precision if key[1] < 0 else decoder.get(int(key[1]), key[1])
+        return {**values, "gpus": int(key[0]), "precision": precision, "zero": float(key[2])}
+
+    return keys, band_values
 
 
-def _band(result: SearchResult, values: dict[str, Any], key: tuple[int, Any, float]) -> Any:
+def _band(result: SearchResult, band_values: dict[str, Any]) -> Any:
     from .validation.bands import band_for
 
-    node = result.config.node if result.config is not None else None
-    return band_for({**values, "gpus": key[0], "precision": key[1], "zero": key[2]}, node)
+    return band_for(band_values, result.config.node if result.config is not None else None)
 
 
 def _add_band_columns(result: SearchResult, values: dict[str, Any],
@@ -441,18 +443,22 @@ def _add_band_columns(result: SearchResult, values: dict[str, Any],
     of the comparable validated runs' held-out errors and of their first, blind predictions
     (NaN, an empty cell, where there is none). A band depends on the GPU count, precision and
     ZeRO stage, so it is looked up once per combination the rows hold, not per row."""
-    n = len(result)
-    held, new = np.full(n, np.nan), np.full(n, np.nan)
-    seen: dict[tuple[int, Any, float], Any] = {}
-    for i, key in enumerate(_band_keys(result, values, gpu_counts)):
-        if key not in seen:
-            seen[key] = _band(result, values, key)
-        band = seen[key]
+    keys, band_values = _band_keys(result, values, gpu_counts)
+    # one code per distinct row of keys: each column's own codes, combined (np.unique over
+    # rows, axis=0, sorts the rows and took a second on a million layouts)
+    parts = [np.unique(keys[:, j], return_inverse=True) for j in range(keys.shape[1])]
+    codes = np.ravel_multi_index([inv.reshape(-1) for _, inv in parts],
+                                 [max(len(u), 1) for u, _ in parts])
+    combos, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    held, new = np.full(len(combos), np.nan), np.full(len(combos), np.nan)
+    for i, row in enumerate(first.tolist()):
+        band = _band(result, band_values(keys[row]))
         if band is not None:
             held[i] = band.p90
             if band.p90_new_source is not None:
                 new[i] = band.p90_new_source
-    result.columns[BAND_COLUMNS[0]], result.columns[BAND_COLUMNS[1]] = held, new
+    inverse = inverse.reshape(-1)
+    result.columns[BAND_COLUMNS[0]], result.columns[BAND_COLUMNS[1]] = held[inverse], new[inverse]
     result.units.update(dict.fromkeys(BAND_COLUMNS, "1"))
     result.percent = result.percent | frozenset(BAND_COLUMNS)
 
@@ -460,9 +466,11 @@ def _add_band_columns(result: SearchResult, values: dict[str, Any],
 def _band_line(result: SearchResult, values: dict[str, Any]) -> str:
     """How far validated runs like the best layout were off (dlformula.validation.bands)."""
     gpu_counts = result.stats.gpus if result.stats is not None else []
-    key = (_band_keys(result.head(1), values, gpu_counts or [int(values.get("gpus", 1))])[0]
-           if len(result) else None)
-    band = _band(result, values, key) if key is not None else None
+    band = None
+    if len(result):
+        keys, band_values = _band_keys(result.head(1), values,
+                                       gpu_counts or [int(values.get("gpus", 1))])
+        band = _band(result, band_values(keys[0]))
     return ("- step-time error band: " + band.text() if band is not None else
             "- step-time error band: no comparable validated run")
 
