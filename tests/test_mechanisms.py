@@ -956,6 +956,25 @@ def test_mla_up_projection_and_expert_activation_recomputed_on_their_own(engine)
                                   "training.recompute_moe_act": True})
     assert both["step_time"] == pytest.approx(full["step_time"])
     assert both["memory_per_gpu"] == pytest.approx(full["memory_per_gpu"])
+    # The whole MoE layer (recompute_modules 'moe'): only its input is kept, and the backward
+    # runs its forward again -- the MLP's compute once more, two more all-to-alls.
+    layer = engine.evaluate(dsv3, {**base, "training.recompute_moe": True})
+    tokens_in = tokens * a * r["hidden"] / r["sp_degree"]
+    mask = r["mask_bytes"] * tokens * r["hidden"] / r["sp_degree"] if r["dropout"] else 0
+    assert layer["moe_mlp_activation"] == pytest.approx(tokens_in + mask)
+    assert layer["moe_mlp_activation"] < r["moe_mlp_activation"] / 4
+    assert layer["module_recompute_time"] == pytest.approx(
+        r["moe_layer_share"] * r["moe_mlp_time"])
+    assert layer["ep_a2a_count"] == r["ep_a2a_count"] + 2 == 6
+    assert layer["step_time"] > r["step_time"]
+    # With the layer recomputed whole, its activation's own recompute adds nothing more.
+    both_moe = engine.evaluate(dsv3, {**base, "training.recompute_moe": True,
+                                      "training.recompute_moe_act": True})
+    assert both_moe["module_recompute_time"] == pytest.approx(layer["module_recompute_time"])
+    full_moe = engine.evaluate(dsv3, {"training.recompute": "full",
+                                      "training.recompute_moe": True})
+    assert full_moe["step_time"] == pytest.approx(full["step_time"])
+    assert full_moe["ep_a2a_count"] == full["ep_a2a_count"]
     # Without MLA there is no up-projection to recompute.
     llama = engine.evaluate(GPT3, {"training.recompute_mla_up_proj": True})
     assert llama["mla_up_proj_recompute_time"] == 0

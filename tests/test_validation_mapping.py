@@ -1423,6 +1423,17 @@ def test_the_recompute_modules_a_run_lists_are_priced_on_their_own(engine):
         "recompute": "selective (recompute_modules: mlp)"})).values
     assert "training.recompute_mla_up_proj" not in mlp
     assert "training.recompute_moe_act" not in mlp
+    # 'moe' is the whole MoE layer (not moe_act), read after the words recompute_modules only
+    layer = _map(engine, _moe_row(model=DSV3_SHAPE, parallel={
+        "tp": 1, "pp": 8, "dp": 8, "ep": 8,
+        "recompute": "selective (the moe layers: recompute_modules: moe, layernorm)"})).values
+    assert layer["training.recompute"] == "selective"
+    assert layer["training.recompute_moe"] is True
+    assert "training.recompute_moe_act" not in layer
+    act = _map(engine, _moe_row(model=DSV3_SHAPE, parallel={
+        "tp": 1, "pp": 8, "dp": 8, "ep": 8,
+        "recompute": "selective for the moe layers (recompute_modules: moe_act)"})).values
+    assert "training.recompute_moe" not in act and act["training.recompute_moe_act"] is True
 
 
 @pytest.mark.parametrize(("release", "node", "precision", "modules"), [

@@ -273,11 +273,13 @@ class Mapper:
 
     def _recompute_modules(self, written: str) -> None:
         """Megatron-Core's recompute_modules the run lists that the formulas price on their
-        own (the MLA up-projections, the experts' activation function)."""
-        if "recompute_modules" not in written:
+        own (the MLA up-projections, the experts' activation function, the whole MoE layer),
+        read after the words recompute_modules."""
+        at = written.find("recompute_modules")
+        if at < 0:
             return
-        for module in ("mla_up_proj", "moe_act"):
-            if re.search(rf"\b{module}\b", written):
+        for module in ("mla_up_proj", "moe_act", "moe"):
+            if re.search(rf"\b{module}\b", written[at:]):
                 self.set_known(f"training.recompute_{module}", True)
 
     # -- mixture of experts ----------------------------------------------------------------------
