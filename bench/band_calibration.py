@@ -38,8 +38,7 @@ from dlformula.validation.blind import first_predictions
 from dlformula.validation.fit import read_saved
 
 BLIND = Path(__file__).resolve().parent / "runs" / "blind"
-OUTSIDE = 1 / 0.1 * 2  # the interval score's penalty for a 90% band: 2 / alpha
-
+OUTSIDE = 2 / 0.1  # the interval score's penalty for a 90% band: 2 / alpha
 
 
 def band_rows(saved: list[dict[str, Any]], firsts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -49,8 +48,7 @@ def band_rows(saved: list[dict[str, Any]], firsts: dict[str, Any]) -> list[dict[
         if not r["family"]:
             continue
         t = r["traits"]
-        rows.append({**bands.run_traits(r["family"], t["gpus"], t["moe"],
-                                        t["precision"] in ("fp8", "nvfp4"), t["zero"] >= 3),
+        rows.append({**bands.validated_run_traits(r),
                      "held_out": r["held_out"], "source": r["source"],
                      "precision": t["precision"], "zero": t["zero"],
                      **({"first": firsts[r["id"]].error} if r["id"] in firsts else {})})

@@ -92,7 +92,6 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-
 def compare(old: list[dict], new: list[dict], top: int) -> list[str]:
     """Regimes and the most-moved sources, held out, before -> after, over the runs both hold."""
     was = {(r["id"], r["file"]): r for r in old}

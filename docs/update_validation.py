@@ -329,13 +329,11 @@ def bands_json(cv: dict[str, Any], firsts: dict[str, Any]) -> str:
     one, and the traits error bands match on."""
     import json
 
-    from dlformula.validation.bands import run_traits
+    from dlformula.validation.bands import validated_run_traits
     from dlformula.validation.fit import spec
 
     families = {node: f.name for f in spec().families.values() for node in f.nodes}
-    runs = [{"id": r["id"], **run_traits(r["family"], r["traits"]["gpus"], r["traits"]["moe"],
-                                          r["traits"]["precision"] in ("fp8", "nvfp4"),
-                                          r["traits"]["zero"] >= 3),
+    runs = [{"id": r["id"], **validated_run_traits(r),
              "held_out": round(r["held_out"], 6),
              **({"first": round(firsts[r["id"]].error, 6)} if r["id"] in firsts else {})}
             for r in cv["runs"] if r["family"]]

@@ -64,6 +64,14 @@ def run_traits(family: str | None, gpus: float, moe: bool, fp8: bool,
     return {"family": family, "scale": scale(gpus), "moe": moe, "fp8": fp8, "fsdp": fsdp}
 
 
+def validated_run_traits(run: dict[str, Any]) -> dict[str, Any]:
+    """The traits of a run as cross-validation reports it (fit.cross_validate: family and
+    traits), the form bands.json holds them in."""
+    t = run["traits"]
+    return run_traits(run["family"], t["gpus"], t["moe"], t["precision"] in ("fp8", "nvfp4"),
+                      t["zero"] >= 3)
+
+
 @lru_cache(maxsize=1)
 def table() -> dict[str, Any]:
     """The shipped bands.json: {"families": {node: family}, "runs": [...]} (empty without it).
