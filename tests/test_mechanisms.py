@@ -966,6 +966,8 @@ def test_mla_up_projection_and_expert_activation_recomputed_on_their_own(engine)
     assert layer["module_recompute_time"] == pytest.approx(
         r["moe_layer_share"] * r["moe_mlp_time"])
     assert layer["ep_a2a_count"] == r["ep_a2a_count"] + 2 == 6
+    assert layer["recompute_flops_per_token"] - r["recompute_flops_per_token"] == pytest.approx(
+        r["moe_layers"] * r["moe_mlp_flops_per_token"])
     assert layer["step_time"] > r["step_time"]
     # With the layer recomputed whole, its activation's own recompute adds nothing more.
     both_moe = engine.evaluate(dsv3, {**base, "training.recompute_moe": True,
