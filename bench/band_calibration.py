@@ -43,62 +43,37 @@ OUTSIDE = 2 / 0.1  # the interval score's penalty for a 90% band: 2 / alpha
 
 def band_rows(saved: list[dict[str, Any]], firsts: dict[str, Any]) -> list[dict[str, Any]]:
     """Each fitted run as bands.json holds it (docs/update_validation.py), with its source."""
-    rows = []
-    for r in saved:
-        if not r["family"]:
-            continue
-        t = r["traits"]
-        rows.append({**bands.validated_run_traits(r),
-                     "held_out": r["held_out"], "source": r["source"],
-                     "precision": t["precision"], "zero": t["zero"],
-                     **({"first": firsts[r["id"]].error} if r["id"] in firsts else {})})
-    return rows
+    return [{**bands.validated_run_traits(r), "held_out": r["held_out"], "source": r["source"],
+             **({"first": firsts[r["id"]].error} if r["id"] in firsts else {})}
+            for r in saved if r["family"]]
 
 
 def score(rows: list[dict[str, Any]], traits: tuple[str, ...], pool: int) -> dict[str, Any]:
     """Coverage, median width and mean interval score of the bands, each source's runs banded
     from the other sources' runs."""
-    saved = bands.TRAITS, bands.POOL_RUNS
-    bands.TRAITS, bands.POOL_RUNS = traits, pool
-    try:
-        by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for r in rows:
-            by_source[r["source"]].append(r)
-        kinds: dict[str, list[tuple[bool, float, float]]] = {"held_out": [], "first": []}
-        for source, own in by_source.items():
-            data = {"families": {f: f for f in {r["family"] for r in rows}},
-                    "runs": [r for r in rows if r["source"] != source]}
-            seen: dict[tuple, Any] = {}
-            for r in own:
-                key = tuple(r[t] for t in bands.TRAITS)
-                if key not in seen:
-                    values = {"gpus": _gpus(r["scale"]), "experts": 2 if r["moe"] else 0,
-                              "precision": r["precision"], "zero": r["zero"]}
-                    seen[key] = bands.band_for(values, r["family"], data)
-                band = seen[key]
-                if band is None:
+    by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_source[r["source"]].append(r)
+    kinds: dict[str, list[tuple[bool, float, float]]] = {"held_out": [], "first": []}
+    for source, own in by_source.items():
+        others = [r for r in rows if r["source"] != source]
+        seen: dict[tuple, Any] = {}
+        for r in own:
+            key = tuple(r[t] for t in traits)
+            if key not in seen:
+                seen[key] = bands.comparable_band(r, others, traits, pool)
+            band = seen[key]
+            if band is None:
+                continue
+            for kind, width in (("held_out", band.p90), ("first", band.p90_new_source)):
+                if width is None or r.get(kind) is None:
                     continue
-                for kind, width in (("held_out", band.p90), ("first", band.p90_new_source)):
-                    if width is None or r.get(kind) is None:
-                        continue
-                    err = abs(r[kind])
-                    kinds[kind].append((err <= width, width,
-                                        width + OUTSIDE * max(0.0, err - width)))
-    finally:
-        bands.TRAITS, bands.POOL_RUNS = saved
+                err = abs(r[kind])
+                kinds[kind].append((err <= width, width,
+                                    width + OUTSIDE * max(0.0, err - width)))
     return {kind: {"runs": len(v), "coverage": sum(x[0] for x in v) / len(v),
                    "width": statistics.median(x[1] for x in v),
                    "score": statistics.fmean(x[2] for x in v)} for kind, v in kinds.items() if v}
-
-
-def _gpus(scale: str) -> float:
-    """A GPU count inside a scale bracket (the bracket is all band_for reads of it)."""
-    lower = 1.0
-    for limit, label in bands.SCALES:
-        if label == scale:
-            return lower
-        lower = limit
-    raise ValueError(scale)
 
 
 def _variant(text: str) -> tuple[tuple[str, ...], int]:

@@ -106,10 +106,17 @@ def band_for(values: dict[str, Any], node: Any,
     want = run_traits(family, float(values.get("gpus", 1)),
                       float(values.get("experts", 0) or 0) > 1, _fp8(values),
                       float(values.get("zero", 0) or 0) >= 3)
-    kept = list(TRAITS)
+    return comparable_band(want, data["runs"])
+
+
+def comparable_band(want: dict[str, Any], runs: list[dict[str, Any]],
+                    traits: tuple[str, ...] = TRAITS, pool: int = POOL_RUNS) -> Band | None:
+    """The band of the runs sharing `want`'s traits, the last of `traits` given up first until
+    at least `pool` runs remain (bench/band_calibration.py scores other orders and pools)."""
+    kept = list(traits)
     while True:
-        same = [r for r in data["runs"] if all(r.get(t, False) == want[t] for t in kept)]
-        if len(same) >= POOL_RUNS or len(kept) == 1:
+        same = [r for r in runs if all(r.get(t, False) == want[t] for t in kept)]
+        if len(same) >= pool or len(kept) == 1:
             break
         kept.pop()
     if not same:
