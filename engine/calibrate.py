@@ -25,9 +25,11 @@ on the held runs of the shipped sources: 52 of 267 worse with the check, 134 wit
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, NamedTuple
 
 from .errors import UsageError
+from .resources import is_node_path
 
 # For a node of no fitted family: the one figure that decides most step times.
 DEFAULT_FIGURES = ("gemm_efficiency",)
@@ -64,13 +66,16 @@ def calibrate(engine: Any, runs_path: str, base: str,
               figures: list[str] | None = None, force: bool = False) -> Calibration:
     from .validation.fit import collect
 
-    engine.catalog.node(base)  # an unknown node is a UsageError naming the known ones
-    runs = [r for r in collect(engine, [runs_path]) if r.node == base]
+    node = engine.catalog.node(base)  # an unknown node is a UsageError naming the known ones
+    ran_on = _ran_on(base, node)
+    runs = [r for r in collect(engine, [runs_path]) if r.node == ran_on]
     if not runs:
-        raise UsageError(f"no run of {runs_path} with a step-time target is on node '{base}'; "
+        raise UsageError(f"no run of {runs_path} with a step-time target is on node '{ran_on}'; "
                          "give the node the runs name (their hardware.gpu or hardware.node)")
+    if ran_on != base:  # a calibrated file: its runs' node, predicted with the file's figures
+        runs = [_on_node(engine, r, os.path.abspath(base)) for r in runs]
     named = figures is not None
-    defaults, ties = _family_figures(base)
+    defaults, ties = _family_figures(ran_on)
     names = list(figures) if figures is not None else defaults
     inputs = {d.config: d for d in engine.model.inputs.values() if d.config}
     for name in names:
@@ -173,6 +178,27 @@ def cross_validated(rows: list[RunFit]) -> tuple[bool, str]:
     return False, (f"base figures kept: left out, the fitted ones do not beat the base node on "
                    f"every count -- median half a point lower, worst run no worse, most runs "
                    f"better ({figures}); add runs, or pass --force to write them anyway")
+
+
+def _ran_on(base: str, node: Any) -> str:
+    """The node id the runs name: `base` itself, or for a node file the node it was calibrated
+    from (`derived_from`), so a calibrated node is calibrated again as more runs arrive."""
+    if not is_node_path(base):
+        return base
+    if not node.derived_from:
+        raise UsageError(f"node file '{base}' names no derived_from, so no run can be matched to "
+                         "it; give --node the node id the runs ran on, or add `derived_from: "
+                         "NODE` to the file")
+    return str(node.derived_from)
+
+
+def _on_node(engine: Any, run: Any, path: str) -> Any:
+    """`run` mapped onto the node file at `path` in place of the node its hardware names: the
+    file's figures, the run's own hardware settings still on top."""
+    config = tuple(f"hardware.node={path}" if item.startswith("hardware.node=") else item
+                   for item in run.config)
+    return run._replace(config=config, node=path,
+                        values=dict(engine.config(None, list(config)).values))
 
 
 def _family_figures(node: str) -> tuple[list[str], dict[str, tuple[float, str]]]:
@@ -305,10 +331,12 @@ def node_yaml(engine: Any, cal: Calibration) -> str:
     # the base node's own when the fit was not kept.
     predicted = [r.left_out if cal.accepted else r.before for r in cal.runs]
     left_out = [round(p / r.target - 1, 4) for p, r in zip(predicted, cal.runs) if p is not None]
-    body = {"name": f"{node.name}, calibrated to {cal.source}", "vendor": node.vendor,
+    origin = node.derived_from or cal.base  # the node id the runs ran on
+    name = engine.catalog.node(origin).name if node.derived_from else node.name
+    body = {"name": f"{name}, calibrated to {cal.source}", "vendor": node.vendor,
             "notes": f"{cal.base} with {', '.join(cal.figures)} fitted to measured runs by "
                      f"dlformula calibrate; {cal.verdict}. {node.notes}".strip(),
-            "derived_from": cal.base,
+            "derived_from": origin,
             "calibration": {"runs": [r.id for r in cal.runs], "left_out_errors": left_out},
             "specs": specs}
     return (f"# {cal.base} calibrated by `dlformula calibrate` to the runs of {cal.source}.\n"

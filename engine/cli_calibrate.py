@@ -12,7 +12,8 @@ import click
 @click.command("calibrate")
 @click.argument("runs", metavar="RUNS")
 @click.option("--node", "base", required=True, metavar="BASE",
-              help="The node the runs ran on, whose figures are fitted (dlformula hardware).")
+              help="The node the runs ran on, whose figures are fitted (dlformula hardware), "
+                   "or a node file calibrate wrote, to calibrate again on new runs.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Where to write the calibrated node YAML.")
 @click.option("--fit", "fit", metavar="NAME,...",

@@ -27,8 +27,9 @@ def engine() -> Engine:
     return Engine()
 
 
-def _synthetic_runs(engine: Engine, tmp: Path) -> Path:
-    """Runs on an 'H100 SXM' cluster whose true efficiencies are TRUE: targets are the model's
+def _synthetic_runs(engine: Engine, tmp: Path, true: dict[str, float] = TRUE,
+                    name: str = "ours.yaml") -> Path:
+    """Runs on an 'H100 SXM' cluster whose true efficiencies are `true`: targets are the model's
     own step times at those figures."""
     rows = []
     for i, (layers, hidden, heads, ffn, seq, tp, pp, dp) in enumerate(SHAPES):
@@ -41,11 +42,11 @@ def _synthetic_runs(engine: Engine, tmp: Path) -> Path:
                                   "recompute": "selective"},
                      "batch": {"global_batch_sequences": dp * 8, "micro_batch": 1},
                      "precision": "bf16", "target": {"step_time_s": 1.0}})
-    path = tmp / "ours.yaml"
+    path = tmp / name
     path.write_text(yaml.safe_dump(rows, sort_keys=False))
     mapped = {r["id"]: r["config"] for r in validate(engine, str(path))["rows"]}
     for row in rows:
-        sets = mapped[row["id"]] + [f"hardware.{k}={v}" for k, v in TRUE.items()]
+        sets = mapped[row["id"]] + [f"hardware.{k}={v}" for k, v in true.items()]
         row["target"]["step_time_s"] = float(engine.evaluate(None, sets)["step_time"])
     path.write_text(yaml.safe_dump(rows, sort_keys=False))
     return path
@@ -80,6 +81,37 @@ def test_a_synthetic_cluster_is_recovered_within_one_percent(engine, tmp_path):
     band = result_band(r)
     base_band = band_for(dict(r.values), "h100-sxm")
     assert band is not None and band == base_band
+
+
+def test_a_calibrated_node_file_is_calibrated_again_on_new_runs(engine, tmp_path):
+    """`--node ./ours.yaml`: the runs of the node the file was derived from, predicted with the
+    file's figures, fitted from them; the new file still names the original node."""
+    first = calibrate(engine, str(_synthetic_runs(engine, tmp_path)), "h100-sxm", list(TRUE))
+    node_file = tmp_path / "ours-h100.yaml"
+    node_file.write_text(node_yaml(engine, first))
+    later = {"gemm_efficiency": 0.44, "attention_efficiency": 0.24}
+    runs = _synthetic_runs(engine, tmp_path, later, "later.yaml")
+    again = calibrate(engine, str(runs), str(node_file), list(later))
+    for name, want in later.items():
+        before, after = again.figures[name]
+        assert before == pytest.approx(TRUE[name], rel=0.01), name  # started from the file's
+        assert after == pytest.approx(want, rel=0.01), name
+    # The file's figures predict the runs before the fit (not h100-sxm's own).
+    base = calibrate(engine, str(runs), "h100-sxm", list(later))
+    assert [r.before for r in again.runs] != pytest.approx([r.before for r in base.runs])
+    body = yaml.safe_load(node_yaml(engine, again))
+    assert body["derived_from"] == "h100-sxm"
+    assert body["name"] == f"{engine.catalog.node('h100-sxm').name}, calibrated to {runs}"
+    assert body["specs"]["gemm_efficiency"]["value"] == pytest.approx(0.44, rel=0.01)
+    # Without a named figure list the H100 family's figures and tie apply, as for h100-sxm.
+    default = calibrate(engine, str(runs), str(node_file))
+    assert set(default.figures) <= {"gemm_efficiency", "attention_efficiency",
+                                    "attention_efficiency_fa3"}
+    # A node file that names no node it came from matches no run: refused, saying what to do.
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("name: x\nspecs: {gemm_efficiency: {value: 0.5, unit: '1', source: s}}\n")
+    with pytest.raises(UsageError, match="names no derived_from"):
+        calibrate(engine, str(runs), str(plain), ["gemm_efficiency"])
 
 
 def test_a_node_calibrated_on_enough_runs_has_its_own_band(engine, tmp_path):
