@@ -1,13 +1,14 @@
 """How well the error bands are calibrated on sources they never saw.
 
-An error band (dlformula.validation.bands) is the p90 of the held-out errors of the validated
-runs most like a config; beside it, the p90 of the same runs' first, blind predictions. Here
+An error band (dlformula.validation.bands) is a 90% band: a high percentile (bands.QUANTILE) of
+the held-out errors of the validated runs most like a config; beside it, the same percentile of
+the same runs' first, blind predictions. Here
 each source is taken in turn: its runs get the bands computed from the *other* sources' runs
 only, as a planner on a stack no validated source covers would read them, and the bands are
 scored on that source's own errors (held out, and first predictions where a blind record holds
 one):
 
-- coverage: share of runs whose |error| is inside the band (a p90 should cover about 90%);
+- coverage: share of runs whose |error| is inside the band (a 90% band should cover 90%);
 - width: the median band;
 - score: the mean interval score of a 90% band, width + 20 x (|error| - width) when the error
   falls outside (Gneiting and Raftery 2007, eq. 43, for the one-sided |error|); lower is
@@ -17,10 +18,11 @@ Reads a result `bench/crossval_sources.py --save` wrote and the blind records in
 bench/runs/blind/. The shipped traits and pool size come first, then the variants named on the
 command line.
 
-    python bench/band_calibration.py SAVED.json [--variant TRAITS:POOL ...]
+    python bench/band_calibration.py SAVED.json [--variant TRAITS:POOL[:PERCENTILE] ...]
 
-e.g. `--variant family,scale,moe,fp8:8` (the traits in the order they are kept, the last given
-up first; POOL the comparable runs sought before a trait is given up).
+e.g. `--variant family,scale,moe,fp8:8:90` (the traits in the order they are kept, the last
+given up first; POOL the comparable runs sought before a trait is given up; PERCENTILE the
+percentile of their |error| the band takes, default the shipped bands.QUANTILE).
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def band_rows(saved: list[dict[str, Any]], firsts: dict[str, Any]) -> list[dict[
             for r in saved if r["family"]]
 
 
-def score(rows: list[dict[str, Any]], traits: tuple[str, ...], pool: int) -> dict[str, Any]:
+def score(rows: list[dict[str, Any]], traits: tuple[str, ...], pool: int,
+          quantile: float = bands.QUANTILE) -> dict[str, Any]:
     """Coverage, median width and mean interval score of the bands, each source's runs banded
     from the other sources' runs."""
     by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -61,11 +64,11 @@ def score(rows: list[dict[str, Any]], traits: tuple[str, ...], pool: int) -> dic
         for r in own:
             key = tuple(r[t] for t in traits)
             if key not in seen:
-                seen[key] = bands.comparable_band(r, others, traits, pool)
+                seen[key] = bands.comparable_band(r, others, traits, pool, quantile)
             band = seen[key]
             if band is None:
                 continue
-            for kind, width in (("held_out", band.p90), ("first", band.p90_new_source)):
+            for kind, width in (("held_out", band.width), ("first", band.width_new_source)):
                 if width is None or r.get(kind) is None:
                     continue
                 err = abs(r[kind])
@@ -76,26 +79,35 @@ def score(rows: list[dict[str, Any]], traits: tuple[str, ...], pool: int) -> dic
                    "score": statistics.fmean(x[2] for x in v)} for kind, v in kinds.items() if v}
 
 
-def _variant(text: str) -> tuple[tuple[str, ...], int]:
-    traits, _, pool = text.partition(":")
+def _variant(text: str) -> tuple[tuple[str, ...], int, float]:
+    traits, _, rest = text.partition(":")
+    pool, _, quantile = rest.partition(":")
     names = tuple(t.strip() for t in traits.split(",") if t.strip())
     unknown = [t for t in names if t not in bands.run_traits("x", 1, False, False)]
-    if not names or names[0] != "family" or unknown or not pool.isdigit() or int(pool) < 1:
+    try:
+        q = float(quantile) if quantile else float(bands.QUANTILE)
+    except ValueError:
+        q = -1.0
+    if (not names or names[0] != "family" or unknown or not pool.isdigit() or int(pool) < 1
+            or not 0 < q <= 100):
         raise UsageError(f"--variant {text}: give traits (family first; of "
-                         f"{', '.join(bands.run_traits('x', 1, False, False))}) and a pool "
-                         "size, e.g. family,scale,moe,fp8:8")
-    return names, int(pool)
+                         f"{', '.join(bands.run_traits('x', 1, False, False))}), a pool size "
+                         "and optionally a percentile (0-100], e.g. family,scale,moe,fp8:8:90")
+    return names, int(pool), q
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("saved", type=Path, metavar="SAVED.json",
                         help="a result bench/crossval_sources.py --save wrote")
-    parser.add_argument("--variant", action="append", default=[], metavar="TRAITS:POOL",
-                        help="another trait order and pool size to score (repeatable)")
+    parser.add_argument("--variant", action="append", default=[],
+                        metavar="TRAITS:POOL[:PERCENTILE]",
+                        help="another trait order, pool size and percentile to score "
+                             "(repeatable)")
     args = parser.parse_args(argv)
     try:
-        variants = [(bands.TRAITS, bands.POOL_RUNS)] + [_variant(v) for v in args.variant]
+        variants = ([(bands.TRAITS, bands.POOL_RUNS, float(bands.QUANTILE))]
+                    + [_variant(v) for v in args.variant])
         saved = read_saved(args.saved)["runs"]
     except UsageError as e:
         parser.error(str(e))
@@ -105,15 +117,16 @@ def main(argv: list[str]) -> int:
     rows = band_rows(saved, first_predictions(BLIND))
     print(f"{len(rows)} runs of {len({r['source'] for r in rows})} sources; each source banded "
           "from the others' runs\n")
-    print(f"{'traits (kept longest first) : pool':44} {'held out':>28}   {'first prediction':>28}")
+    print(f"{'traits (kept longest first) : pool : pct':44} {'held out':>28}   "
+          f"{'first prediction':>28}")
     print(f"{'':44} {'cover':>7} {'width':>6} {'score':>6} {'runs':>5}   "
           f"{'cover':>7} {'width':>6} {'score':>6} {'runs':>5}")
-    for i, (traits, pool) in enumerate(variants):
-        s = score(rows, traits, pool)
+    for i, (traits, pool, quantile) in enumerate(variants):
+        s = score(rows, traits, pool, quantile)
         cells = "   ".join(f"{s[k]['coverage']:7.1%} {s[k]['width']:6.1%} {s[k]['score']:6.3f} "
                            f"{s[k]['runs']:>5}" if k in s else f"{'-':>28}"
                            for k in ("held_out", "first"))
-        label = f"{','.join(traits)} : {pool}" + (" (shipped)" if i == 0 else "")
+        label = f"{','.join(traits)} : {pool} : {quantile:g}" + (" (shipped)" if i == 0 else "")
         print(f"{label:44} {cells}")
     return 0
 

@@ -439,8 +439,8 @@ def _band(result: SearchResult, band_values: dict[str, Any]) -> Any:
 
 def _add_band_columns(result: SearchResult, values: dict[str, Any],
                       gpu_counts: list[int]) -> None:
-    """Each layout's step-time error band (dlformula.validation.bands) as two columns: the p90
-    of the comparable validated runs' held-out errors and of their first, blind predictions
+    """Each layout's step-time error band (dlformula.validation.bands) as two columns: the 90%
+    band of the comparable validated runs' held-out errors and of their first, blind predictions
     (NaN, an empty cell, where there is none). A band depends on the GPU count, precision and
     ZeRO stage, so it is looked up once per combination the rows hold, not per row."""
     keys, band_values = _band_keys(result, values, gpu_counts)
@@ -454,9 +454,9 @@ def _add_band_columns(result: SearchResult, values: dict[str, Any],
     for i, row in enumerate(first.tolist()):
         band = _band(result, band_values(keys[row]))
         if band is not None:
-            held[i] = band.p90
-            if band.p90_new_source is not None:
-                new[i] = band.p90_new_source
+            held[i] = band.width
+            if band.width_new_source is not None:
+                new[i] = band.width_new_source
     inverse = inverse.reshape(-1)
     result.columns[BAND_COLUMNS[0]], result.columns[BAND_COLUMNS[1]] = held[inverse], new[inverse]
     result.units.update(dict.fromkeys(BAND_COLUMNS, "1"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlformula.core import Engine
-from dlformula.validation.bands import MIN_RUNS, POOL_RUNS, band_for, run_traits, table
+from dlformula.validation.bands import MIN_RUNS, POOL_RUNS, QUANTILE, band_for, run_traits, table
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
@@ -20,7 +20,7 @@ def _runs(n: int, family: str, gpus: int, moe: bool, fp8: bool, error: float,
             for i in range(n)]
 
 
-def test_band_is_the_p90_of_the_most_alike_runs_relaxing_the_last_trait_first():
+def test_band_is_a_high_percentile_of_the_most_alike_runs_relaxing_the_last_trait_first():
     data = {"families": {"h100-sxm": "H100"},
             "runs": _runs(POOL_RUNS, "H100", 2048, False, True, 0.10)
             + _runs(POOL_RUNS, "H100", 2048, False, False, 0.50)
@@ -28,7 +28,12 @@ def test_band_is_the_p90_of_the_most_alike_runs_relaxing_the_last_trait_first():
             + _runs(5, "H100", 2048, False, True, 0.70, fsdp=True)}
     dense_fp8 = band_for({"gpus": 2048, "experts": 0, "precision": "fp8"}, "h100-sxm", data)
     assert dense_fp8 is not None and dense_fp8.n == POOL_RUNS
-    assert dense_fp8.p90 == pytest.approx(0.10 * (1 + 0.9 * (POOL_RUNS - 1)) / POOL_RUNS)
+    # the QUANTILE-th percentile (rank QUANTILE / 100 x (n - 1) of n sorted errors)
+    want = 0.10 * (1 + QUANTILE / 100 * (POOL_RUNS - 1)) / POOL_RUNS
+    assert dense_fp8.width == pytest.approx(want)
+    assert dense_fp8.as_dict()["width"] == pytest.approx(want)
+    assert dense_fp8.as_dict()["coverage"] == 0.9
+    assert f"{QUANTILE}th percentile" in dense_fp8.as_dict()["basis"]
     assert dense_fp8.matched == ("H100 family", "dense", "ZeRO 0-2", "1,024-4,095 GPUs", "FP8")
     # Five MoE runs are too few: precision, then scale, then sharding, then MoE are given up.
     moe = band_for({"gpus": 16, "experts": 64, "precision": 2}, "h100-sxm", data)
@@ -47,13 +52,13 @@ def test_band_states_the_first_predictions_of_the_same_runs_when_enough_have_one
             "runs": [{**r, "first": -4 * r["held_out"]} for r in held]}
     band = band_for({"gpus": 2048, "experts": 0, "precision": "bf16"}, "h100-sxm", data)
     assert band is not None and band.n_new_source == MIN_RUNS
-    assert band.p90_new_source == pytest.approx(4 * band.p90)
-    assert band.text().endswith(f"; ±{band.p90_new_source * 100:.0f}% for a new source")
-    assert band.as_dict()["p90_new_source"] == band.p90_new_source
+    assert band.width_new_source == pytest.approx(4 * band.width)
+    assert band.text().endswith(f"; ±{band.width_new_source * 100:.0f}% for a new source")
+    assert band.as_dict()["width_new_source"] == band.width_new_source
     # one run short of MIN_RUNS with a first prediction: no new-source figure
     data["runs"][0].pop("first")
     band = band_for({"gpus": 2048, "experts": 0, "precision": "bf16"}, "h100-sxm", data)
-    assert band is not None and band.p90_new_source is None
+    assert band is not None and band.width_new_source is None
     assert "new source" not in band.text() and band.as_dict()["runs_new_source"] == 0
 
 
@@ -65,9 +70,9 @@ def test_brief_and_json_carry_the_band():
     line = next(x for x in report.key_results(r) if x.strip().startswith("step_time"))
     band = report.result_band(r)
     assert band is not None and band.n >= MIN_RUNS
-    assert f"({band.text()})" in line and band.p90_new_source is not None
+    assert f"({band.text()})" in line and band.width_new_source is not None
     q = json.loads(report.to_json(r))["quantities"]
-    assert q["step_time"]["band"]["p90"] == pytest.approx(band.p90)
+    assert q["step_time"]["band"]["width"] == pytest.approx(band.width)
     assert q["cost_usd"]["band"] == q["step_time"]["band"]
     assert "band" not in q["memory_per_gpu"]
 
@@ -111,11 +116,11 @@ def test_search_rows_carry_each_layouts_band_and_csv_leaves_it_empty_where_there
         for stage in (1, 3):
             want = band_for({**result.config.values, "gpus": count, "precision": "bf16",
                              "zero": stage}, result.config.node)
-            assert want is not None and want.p90_new_source is not None
+            assert want is not None and want.width_new_source is not None
             rows = (gpus == count) & (zero == stage)
-            assert rows.any() and (result["step_time_band"][rows] == want.p90).all()
-            assert (result["step_time_band_new_source"][rows] == want.p90_new_source).all()
-            bands.add(want.p90)
+            assert rows.any() and (result["step_time_band"][rows] == want.width).all()
+            assert (result["step_time_band_new_source"][rows] == want.width_new_source).all()
+            bands.add(want.width)
     assert len(bands) > 1  # the rows' bands differ with their GPU count or sharding
     far = search(GPT3, gpus=64, engine=engine, top=5, sets=["hardware.node=mi300x"])
     header, first = far.to_csv().splitlines()[:2]

@@ -231,7 +231,31 @@ def test_band_calibration_scores_each_sources_bands_from_the_other_sources(tmp_p
     saved.write_text(json.dumps({"figures": {}, "runs": runs}))
     assert bench.main([str(saved), "--variant", "family,scale:8"]) == 0
     out = capsys.readouterr().out
-    assert "(shipped)" in out and "family,scale : 8" in out and "50.0%" in out
+    assert "(shipped)" in out and "family,scale : 8 : 95" in out and "50.0%" in out
+    # a percentile of its own: |errors| of 0.1 and 0.2 give the same widths at any percentile
+    assert bench.main([str(saved), "--variant", "family,scale:8:80"]) == 0
+    assert "family,scale : 8 : 80" in capsys.readouterr().out
+    for bad in ("family,scale:8:0", "family,scale:8:x", "family,scale:8:101"):
+        with pytest.raises(SystemExit) as exit_info:
+            bench.main([str(saved), "--variant", bad])
+        assert exit_info.value.code == 2 and f"--variant {bad}" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:  # a trait it does not know: one line, exit 2
         bench.main([str(saved), "--variant", "family,colour:8"])
     assert exit_info.value.code == 2 and "--variant family,colour:8" in capsys.readouterr().err
+
+
+def test_replicate_floor_groups_runs_the_model_cannot_tell_apart():
+    """bench/replicate_floor.py: runs with identical configs form a group; each run's
+    deviation is its measured step against the group's median step."""
+    bench = load_script(ROOT / "bench" / "replicate_floor.py")
+
+    def run(i: int, config: tuple[str, ...], target: float) -> fit.FitRun:
+        return fit.FitRun(f"r{i}", "x.yaml", config, target, "h100-sxm", "H100", "S",
+                          {}, {})
+
+    same = ("hardware.node=h100-sxm", "parallelism.tp=8")
+    runs = [run(0, same, 1.0), run(1, tuple(reversed(same)), 2.0), run(2, same, 4.0),
+            run(3, ("hardware.node=h100-sxm", "parallelism.tp=4"), 3.0)]
+    found = bench.groups(runs)
+    assert [[r.id for r in g] for g in found] == [["r0", "r1", "r2"]]  # order of keys ignored
+    assert bench.deviations(found[0]) == pytest.approx([-0.5, 0.0, 1.0])
