@@ -1240,6 +1240,12 @@ def test_learned_routing_on_real_data_carries_the_measured_imbalance(engine):
     assert "moe.load_imbalance" not in _sets(engine, bench)
     stated = _row(source="DeepSeek-V3 Technical Report", model=moe, moe={"load_imbalance": 1.1})
     assert _sets(engine, stated)["moe.load_imbalance"] == "1.1"
+    # A benchmark source's row that says it routed naturally (its id) takes the same figure.
+    natural = _row(id="qwen3_30b_16gpu_h100_naturalrouting",
+                   source="NVIDIA-NeMo/Megatron-Bridge model verification card", model=moe)
+    assert _sets(engine, natural)["moe.load_imbalance"] == "1.23"
+    assert "moe.load_imbalance" not in _sets(engine, _row(id="qwen3_30b_16gpu_h100_forced",
+                                                         model=moe))
 
 
 def test_fp8_param_gather_as_runs_state_it(engine):
