@@ -777,6 +777,24 @@ def test_a_malformed_conventions_file_names_its_lines():
     assert exc.value.exit_code == 1  # shipped data: our mistake, not the user's
 
 
+def test_a_convention_pattern_that_rescans_the_text_from_every_position_is_refused():
+    """A `when` regex opening with a lookahead or a wildcard is tried at every position of a
+    run's texts, each try scanning to the end: quadratic (one took 0.35 s a run). It must be
+    anchored with \\A; the same pattern anchored is accepted."""
+    from dlformula.errors import DlfError
+    from dlformula.validation.conventions import parse
+
+    row = ("frameworks:\n  - {{name: y, when: {{texts: '{}'}}, set: {{}}, note: n, "
+           "source: s}}\n")
+    for bad in (r"(?=[\s\S]*a)[\s\S]*b", r"(?i).*flash", r"[\s\S]*b"):
+        with pytest.raises(DlfError) as exc:
+            parse(row.format(bad), "conv.yaml")
+        assert exc.value.lines()[0].startswith("conv.yaml:2: ")
+        assert "anchor it with \\A" in exc.value.lines()[0]
+    parse(row.format(r"\A(?=[\s\S]*a)[\s\S]*b"), "conv.yaml")
+    parse(row.format(r"megatron-bridge[\s\S]*26\.08"), "conv.yaml")
+
+
 def test_skip_negated_ignores_mentions_after_no_not_or_without():
     import re
 

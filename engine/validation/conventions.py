@@ -28,6 +28,10 @@ WHEN_FIELDS = {**{t: "regex the text must match" for t in TEXTS},
 
 # What makes a mention negated for `skip_negated`: the words right before it.
 NEGATED = re.compile(r"(?i)\b(no|not|without)\s+$")
+# A pattern whose first element scans to the end of the text ((?=..., [\s\S]*, .*): re.search
+# tries it at every position, so its cost grows with the square of a run's texts (one such
+# pattern took 0.35 s a run on 3,000 characters). Anchored with \A it is tried once.
+UNANCHORED_SCAN = re.compile(r"^(\(\?[aiLmsux]+\))*(\(\?=|\[\\s\\S\][*+]|\.[*+])")
 
 
 class Pattern(NamedTuple):
@@ -214,8 +218,13 @@ class _Reader:
         return [str(w.value) for w in item.value]
 
     def regex(self, item: Located) -> re.Pattern[str]:
+        text = str(item.value)
+        if UNANCHORED_SCAN.match(text):
+            self.fail(f"'{text[:60]}' starts with a lookahead or a wildcard that scans the rest "
+                      "of the text from every position it is tried at (quadratic in the text's "
+                      "length); anchor it with \\A or start it with a literal", item.line)
         try:
-            return re.compile(str(item.value), re.IGNORECASE)
+            return re.compile(text, re.IGNORECASE)
         except re.error as exc:
             self.fail(f"'{item.value}' is not a regular expression: {exc}", item.line)
             return re.compile(r"(?!)")
