@@ -96,9 +96,15 @@ def test_a_calibrated_node_file_is_calibrated_again_on_new_runs(engine, tmp_path
         before, after = again.figures[name]
         assert before == pytest.approx(TRUE[name], rel=0.01), name  # started from the file's
         assert after == pytest.approx(want, rel=0.01), name
-    # The file's figures predict the runs before the fit (not h100-sxm's own).
-    base = calibrate(engine, str(runs), "h100-sxm", list(later))
-    assert [r.before for r in again.runs] != pytest.approx([r.before for r in base.runs])
+    # The runs were predicted on the file (its figures, the runs' own settings on top) before
+    # the fit, not on h100-sxm.
+    mapped = {r["id"]: r["config"] for r in validate(engine, str(runs))["rows"]}
+    for r in again.runs:
+        on_file = [s for s in mapped[r.id] if not s.startswith("hardware.node=")]
+        want = engine.evaluate(None, [*on_file, f"hardware.node={node_file}"])["step_time"]
+        assert r.before == pytest.approx(float(want), rel=1e-9), r.id
+        assert r.before != pytest.approx(
+            float(engine.evaluate(None, mapped[r.id])["step_time"]), rel=1e-3), r.id
     body = yaml.safe_load(node_yaml(engine, again))
     assert body["derived_from"] == "h100-sxm"
     assert body["name"] == f"{engine.catalog.node('h100-sxm').name}, calibrated to {runs}"
