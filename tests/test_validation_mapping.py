@@ -1264,6 +1264,14 @@ def test_learned_routing_on_real_data_carries_the_measured_imbalance(engine):
     assert _sets(engine, natural)["moe.load_imbalance"] == "1.23"
     assert "moe.load_imbalance" not in _sets(engine, _row(id="qwen3_30b_16gpu_h100_forced",
                                                          model=moe))
+    # So does a row whose recipe turns Megatron's forced balancing off; on, or a notes line
+    # that only names the flag, leaves the default.
+    for said, want in ((False, "1.23"), ("False ('Run with real dataset')", "1.23"),
+                       (True, None)):
+        row = _row(model=moe, framework={"moe_router_force_load_balancing": said})
+        assert _sets(engine, row).get("moe.load_imbalance") == want, said
+    named = _row(model=moe, notes="moe_router_force_load_balancing: false in another run")
+    assert "moe.load_imbalance" not in _sets(engine, named)
 
 
 def test_fp8_param_gather_as_runs_state_it(engine):

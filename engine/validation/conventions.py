@@ -18,7 +18,9 @@ from ..yamlfile import Located, check_keys, load_yaml
 # Config keys a row may never set: they would feed a measurement back into the prediction.
 RESERVED_KEYS = {"training.achieved_flops_per_gpu"}
 
-TEXTS = ("id", "source", "notes", "arch", "schedule", "precision", "texts")
+# texts: id, source, notes, arch, schedule and precision together; recipe: the run's recipe
+# (framework) block as "key: value" lines, kept apart so that rules on texts do not see it.
+TEXTS = ("id", "source", "notes", "arch", "schedule", "precision", "texts", "recipe")
 WHEN_FIELDS = {**{t: "regex the text must match" for t in TEXTS},
                **{f"not_{t}": "regex the text must not match" for t in TEXTS},
                "published_before": "{arxiv: YYMM, year: YYYY}",

@@ -152,6 +152,9 @@ class Mapper:
                  "schedule": row.text("parallel.pp_schedule") or "",
                  "precision": row.text("precision") or ""}
         texts["texts"] = " ".join(texts.values())
+        texts["recipe"] = "\n".join(f"{key}: {item.plain()}" for key, item in
+                                     row.section("framework").items()
+                                     if not isinstance(item.plain(), (dict, list)))
         self.texts = texts
 
     def set_known(self, key: str, value: Any, note: str | None = None) -> None:
