@@ -30,10 +30,10 @@ MIN_RUNS = 8  # fewest errors a band is taken over (calibration runs, first pred
 POOL_RUNS = 30
 # The percentile of the comparable runs' |error| that a 90% band takes. A source's runs share
 # its bias (its cluster, release, timing), so the errors of a source the runs do not include
-# spread wider than the runs among themselves: their 90th percentile covered 86% of each
-# source's runs when computed from the other sources', the 95th covers 91.8% (first
-# predictions: 85.8% and 90.6%), and it scores best on the interval score of a 90% band
-# (python bench/band_calibration.py; docs/validation.md, stop 52).
+# spread wider than the runs among themselves: their 90th percentile covers 85% of each
+# source's runs when computed from the other sources', the 95th 91% (first predictions: 85%
+# and 90%), and it scores best on the interval score of a 90% band (python
+# bench/band_calibration.py; docs/validation.md, stop 52).
 QUANTILE = 95
 # Traits in the order they are given up (the last first) when too few runs share them all.
 TRAITS = ("family", "moe", "fsdp", "scale", "fp8")
