@@ -49,9 +49,7 @@ class Band(NamedTuple):
     # change the model; dlformula.validation.blind), when at least MIN_RUNS of them have one
     width_new_source: float | None = None
     n_new_source: int = 0
-    basis: str = (f"the {QUANTILE}th percentile of the leave-one-source-out |step-time error| "
-                  "of comparable validated runs: it covers 90% of the runs of a source the "
-                  "runs do not include")
+    basis: str = ""  # what the width is, in words (comparable_band and band_for write it)
 
     def text(self) -> str:
         new = (f"; ±{self.width_new_source * 100:.0f}% for a new source"
@@ -140,7 +138,11 @@ def comparable_band(want: dict[str, Any], runs: list[dict[str, Any]],
     first = [abs(r["first"]) for r in same if r.get("first") is not None]
     new = percentile(first, quantile) if len(first) >= MIN_RUNS else None
     return Band(width, len(same), tuple(_words(t, want[t]) for t in kept), new,
-                len(first) if new is not None else 0)
+                len(first) if new is not None else 0,
+                f"the {quantile:g}th percentile of the leave-one-source-out |step-time error| "
+                "of comparable validated runs" + (", which covers 90% of the runs of a source "
+                                                  "they do not include" if quantile == QUANTILE
+                                                  else ""))
 
 
 def _fp8(values: dict[str, Any]) -> bool:
