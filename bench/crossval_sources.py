@@ -78,6 +78,10 @@ def main(argv: list[str]) -> int:
         held = sorted({(r["held_out_figures"] or {}).get(key) for r in runs} - {None})
         print(f"  {'framework':12} {key.split('.')[-1]}={value:g}"
               f"  (left out in turn: {', '.join(f'{v:g}' for v in held)})")
+    for name, value in result.get("shared", {}).items():
+        folds = result["shared_held_out"].get(name, {})
+        print(f"  {'shared':12} {name}={value:g}  (runs held out at each ratio: "
+              + ", ".join(f"{k:g}: {n}" for k, n in sorted(folds.items())) + ")")
     if before is not None:
         print(f"\nagainst {args.against}:")
         print("\n".join(compare(before["runs"], runs, args.top)))
@@ -85,6 +89,7 @@ def main(argv: list[str]) -> int:
         try:
             args.save.write_text(json.dumps({"figures": result["figures"],
                                              "framework": result.get("framework", {}),
+                                             "shared": result.get("shared", {}),
                                              "runs": runs}, default=str), encoding="utf-8")
         except OSError as e:
             parser.error(f"--save {args.save}: {e.strerror or e}")

@@ -100,20 +100,87 @@ def test_every_source_weighs_the_same_in_a_framework_figure(engine):
         sum(a_terms) / 3 / 3)
 
 
-def test_blackwell_ultra_attention_tie_keeps_blackwells_fitted_ratio(engine):
-    # fit.yaml ties Blackwell Ultra's attention figure to its GEMM figure at Blackwell's fitted
-    # ratio, written as a literal; when Blackwell's figures are refitted the literal must follow.
-    ultra = fit.spec().families["Blackwell Ultra"]
-    factor, other = ultra.ties["hardware.attention_efficiency"]
-    assert other == "hardware.gemm_efficiency"
-    for node in fit.spec().families["Blackwell"].nodes:
-        r = engine.evaluate(GPT3, {"hardware.node": node})
-        assert factor == pytest.approx(r["attention_efficiency"] / r["gemm_efficiency"],
-                                       abs=0.005), node
-    # and the Blackwell Ultra node files carry the tied value
-    for node in ultra.nodes:
-        r = engine.evaluate(GPT3, {"hardware.node": node})
-        assert r["attention_efficiency"] == pytest.approx(factor * r["gemm_efficiency"], abs=0.001)
+def test_the_shared_attention_ratio_is_what_the_node_files_carry(engine):
+    # fit.yaml ties the fused-attention figures of several families to their GEMM figure at one
+    # shared ratio, written into the ties (and the node files) at `written_at`; the ratio fitted
+    # on every run must be that value (bench/crossval_sources.py prints it), and every member
+    # node must carry GEMM x its tie factor.
+    spec = fit.spec()
+    [shared] = spec.shared.values()
+    assert shared.written_at in shared.grid
+    for name in shared.families:
+        family = spec.families[name]
+        factors = [f for f, other in family.ties.values() if other == shared.key]
+        # the FlashAttention-3 / cuDNN class figure follows at the ratio itself
+        assert max(factors) == pytest.approx(shared.written_at), name
+        for node in family.nodes:
+            r = engine.evaluate(GPT3, {"hardware.node": node})
+            for key, (factor, other) in family.ties.items():
+                assert r[key.split(".")[1]] == pytest.approx(
+                    factor * r[other.split(".")[1]], abs=0.001), (node, key)
+
+
+class _Rates:
+    """A stand-in predictor: step = a / gemm + b / attention, the attention figure being the
+    one the run's family ties (no model needed to check the search)."""
+
+    caps: dict = {}
+
+    def __call__(self, run, point):
+        att = point.get("hardware.attention_efficiency_fa3",
+                        point.get("hardware.attention_efficiency"))
+        return run.values["a"] / point["hardware.gemm_efficiency"] + run.values["b"] / att
+
+
+def _shared_spec(monkeypatch, families):
+    gemm = fit.grid("0.40:0.70:0.05")
+    fams = {name: fit.Family(name, (name.lower(),), {"hardware.gemm_efficiency": gemm},
+                             {key: (0.7, "hardware.gemm_efficiency")})
+            for name, key in families.items()}
+    shared = {"ratio": fit.Shared("ratio", tuple(fams), "hardware.gemm_efficiency",
+                                  fit.grid("0.50:0.80:0.05"), 0.7)}
+    spec = fit.Spec(0.5, fams, {}, {}, [], shared)
+    monkeypatch.setattr(fit, "spec", lambda: spec)
+
+
+def _rate_run(ident, family, a, b, gemm, ratio):
+    target = a / gemm + b / (ratio * gemm)
+    return fit.FitRun(ident, "synthetic.yaml", (), target, family.lower(), family, "s",
+                      {}, {"a": a, "b": b})
+
+
+def test_a_shared_ratio_is_fitted_on_its_families_runs_together(monkeypatch):
+    _shared_spec(monkeypatch, {"X": "hardware.attention_efficiency_fa3",
+                               "Y": "hardware.attention_efficiency"})
+    # X's runs pin the ratio (0.6: GEMM and attention shares of the step vary); Y's runs are
+    # all GEMM and say nothing about it, so Y's attention follows the ratio X's runs fix.
+    runs = [_rate_run(f"x{i}", "X", a, b, 0.5, 0.6) for i, (a, b) in
+            enumerate([(1.0, 0.1), (1.0, 0.5), (0.5, 1.0)])]
+    runs += [_rate_run(f"y{i}", "Y", a, 0.0, 0.65, 0.6) for i, a in enumerate((1.0, 2.0))]
+    figures, ratios = fit.fit_families(_Rates(), runs, 0.5)
+    assert ratios == {"ratio": pytest.approx(0.6)}
+    assert figures["X"]["hardware.gemm_efficiency"] == pytest.approx(0.5)
+    assert figures["X"]["hardware.attention_efficiency_fa3"] == pytest.approx(0.3)
+    assert figures["Y"]["hardware.gemm_efficiency"] == pytest.approx(0.65)
+    assert figures["Y"]["hardware.attention_efficiency"] == pytest.approx(0.39)
+    # Without X's runs nothing pins the ratio: the first grid value at the lowest objective, and
+    # a family without runs is left out.
+    figures, ratios = fit.fit_families(_Rates(), runs[3:], 0.5)
+    assert set(figures) == {"Y"} and figures["Y"]["hardware.gemm_efficiency"] == pytest.approx(0.65)
+
+
+def test_a_malformed_shared_ratio_is_refused_with_the_file():
+    shipped = (Path(fit.__file__).parent / "fit.yaml").read_text(encoding="utf-8")
+    members = "families: [H100, Blackwell, Blackwell Ultra]"
+    assert members in shipped
+    with pytest.raises(ModelError, match="shared attention_ratio: family A100 has no tie on"):
+        fit.parse(shipped.replace(members, "families: [H100, A100]"), "fit.yaml")
+    twice = shipped.replace("  attention_ratio:\n", "  other:\n    families: [H100]\n"
+                            "    key: hardware.gemm_efficiency\n    grid: \"0.6:0.8:0.1\"\n"
+                            "    written_at: 0.7\n  attention_ratio:\n")
+    assert twice != shipped
+    with pytest.raises(ModelError, match="a family is a member of two shared ratios"):
+        fit.parse(twice, "fit.yaml")
 
 
 def test_gh200_borrows_the_h100_familys_fitted_figures(engine):

@@ -1,11 +1,13 @@
 """Fitting the hardware families' figures to published runs, and checking them on runs left out.
 
 `spec()` reads engine/validation/fit.yaml: which figures each hardware family fits (grids,
-ties), the framework figures fitted over every run they act on (`fit_framework`, after the
-families'), and how runs group into source families. `collect` maps every run of the given runs
-files once; `fit_family` grid-searches one family's figures over runs; `cross_validate` fits on
-all runs (in-sample) and, for each source family, on all other sources (leave-one-source-out),
-and returns each run's error both ways with the traits the regimes and error bands group by.
+ties), the ratios several families' ties share (`shared`), the framework figures fitted over
+every run they act on (`fit_framework`, after the families'), and how runs group into source
+families. `collect` maps every run of the given runs files once; `fit_family` grid-searches one
+family's figures over runs and `fit_families` every family's, a shared ratio with its members;
+`cross_validate` fits on all runs (in-sample) and, for each source family, on all other sources
+(leave-one-source-out), and returns each run's error both ways with the traits the regimes and
+error bands group by.
 
 The objective is the mean over runs of |log(predicted / target)|, each term clipped (fit.yaml),
 so no single run drags a figure. Predictions are cached per run and grid point, so a full
@@ -41,12 +43,21 @@ class Framework(NamedTuple):
     runs: str  # which runs it acts on: "moe" (MoE runs) or "all"
 
 
+class Shared(NamedTuple):
+    name: str
+    families: tuple[str, ...]
+    key: str  # config key the scaled ties follow
+    grid: list[float]
+    written_at: float  # the ratio the member families' tie factors on `key` are written at
+
+
 class Spec(NamedTuple):
     clip: float
     families: dict[str, Family]
     framework: dict[str, Framework]
     memory: dict[str, list[float]]
     sources: list[tuple[str, re.Pattern[str]]]
+    shared: dict[str, Shared] = {}
 
 
 class FitRun(NamedTuple):
@@ -95,7 +106,18 @@ def parse(text: str, path: str) -> Spec:
             framework[key] = Framework(key, grid(f["grid"]), f.get("runs", "all"))
         memory = {k: grid(v["grid"]) for k, v in (body.get("memory") or {}).items()}
         sources = [(s["name"], re.compile(s["match"])) for s in body["sources"]]
-        return Spec(float(body["objective"]["clip"]), families, framework, memory, sources)
+        shared = {}
+        for name, sh in (body.get("shared") or {}).items():
+            members = tuple(sh["families"])
+            for member in members:
+                if not any(other == sh["key"] for _, other in families[member].ties.values()):
+                    raise ValueError(f"shared {name}: family {member} has no tie on {sh['key']}")
+            shared[name] = Shared(name, members, sh["key"], grid(sh["grid"]),
+                                  float(sh["written_at"]))
+        if len(taken := [m for sh in shared.values() for m in sh.families]) != len(set(taken)):
+            raise ValueError("a family is a member of two shared ratios")
+        return Spec(float(body["objective"]["clip"]), families, framework, memory, sources,
+                    shared)
     except (KeyError, TypeError, ValueError, re.error) as exc:
         raise ModelError(f"{path}: malformed fit spec ({type(exc).__name__}: {exc}); see the "
                          "file's header for its form", path) from None
@@ -234,6 +256,41 @@ def fit_family(predict: Predictor, runs: list[FitRun], family: Family,
     return best[1], best[0]
 
 
+def scaled(family: Family, shared: Shared, ratio: float) -> Family:
+    """FAMILY with its ties on the shared key scaled from the ratio they are written at to
+    RATIO."""
+    return family._replace(ties={
+        key: (factor * ratio / shared.written_at if other == shared.key else factor, other)
+        for key, (factor, other) in family.ties.items()})
+
+
+def fit_families(predict: Predictor, runs: list[FitRun],
+                 clip: float) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Every family's fitted point over `runs` ({family: point}, families without runs left
+    out) and each shared ratio ({name: ratio}). The members of a shared ratio are refitted at
+    each of its grid values; the value whose summed objective over their runs is lowest wins."""
+    s = spec()
+    members = {m for sh in s.shared.values() for m in sh.families}
+    out = {}
+    for name, family in s.families.items():
+        if name not in members and (fit := fit_family(predict, runs, family, clip)) is not None:
+            out[name] = fit[0]
+    ratios = {}
+    for sh in s.shared.values():
+        counts = {m: sum(1 for r in runs if r.family == m) for m in sh.families}
+        best: tuple[float, float, dict[str, dict[str, float]]] | None = None
+        for ratio in sh.grid:
+            fits = {m: fit_family(predict, runs, scaled(s.families[m], sh, ratio), clip)
+                    for m in sh.families}
+            total = sum(fit[1] * counts[m] for m, fit in fits.items() if fit is not None)
+            if best is None or total < best[0]:
+                best = (total, ratio, {m: fit[0] for m, fit in fits.items() if fit is not None})
+        if best is not None and best[2]:
+            ratios[sh.name] = best[1]
+            out.update(best[2])
+    return {name: out[name] for name in s.families if name in out}, ratios
+
+
 def acts_on(figure: Framework, run: FitRun) -> bool:
     return figure.runs == "all" or (figure.runs == "moe" and run.traits["moe"])
 
@@ -272,27 +329,31 @@ def run_point(run: FitRun, family_point: dict[str, float],
 def cross_validate(engine: Any, runs: list[FitRun]) -> dict[str, Any]:
     """In-sample and leave-one-source-out errors of every run of a fitted family.
 
-    Returns {"figures": {family: point}, "runs": [{id, file, source, family, regimes, traits,
-    in_sample, held_out, held_out_figures}]}; runs on nodes of no family keep their node
-    files' figures both ways (`family` None)."""
+    Returns {"figures": {family: point}, "framework": point, "shared": {name: ratio},
+    "shared_held_out": {name: {ratio: runs held out at it}}, "runs": [{id, file, source,
+    family, regimes, traits, in_sample, held_out, held_out_figures}]}; runs on nodes of no
+    family keep their node files' figures both ways (`family` None)."""
     s = spec()
     predict = Predictor(engine)
-    full = {name: fit_family(predict, runs, f, s.clip) for name, f in s.families.items()}
-    figures = {name: fit[0] for name, fit in full.items() if fit is not None}
+    figures, ratios = fit_families(predict, runs, s.clip)
     framework = fit_framework(predict, runs, figures, s.clip)
     held: dict[tuple[str, str], tuple[float, dict[str, float] | None]] = {}
+    held_ratios: dict[str, dict[float, int]] = {name: {} for name in ratios}
     for source in sorted({r.source for r in runs}):
         train = [r for r in runs if r.source != source]
-        refit = {name: fit_family(predict, train, f, s.clip) for name, f in s.families.items()}
-        refit_figures = {name: fit[0] for name, fit in refit.items() if fit is not None}
+        refit_figures, refit_ratios = fit_families(predict, train, s.clip)
         refit_framework = fit_framework(predict, train, refit_figures, s.clip)
         for r in runs:
             if r.source != source:
                 continue
             # No other source has runs on the family: the node files' own figures.
-            fit = refit.get(r.family) if r.family else None
-            point = run_point(r, fit[0] if fit is not None else {}, refit_framework)
+            point = run_point(r, refit_figures.get(r.family, {}) if r.family else {},
+                              refit_framework)
             held[(r.id, r.file)] = (predict(r, point) / r.target - 1, point or None)
+            for sh in s.shared.values():
+                if r.family in sh.families and sh.name in refit_ratios:
+                    ratio = refit_ratios[sh.name]
+                    held_ratios[sh.name][ratio] = held_ratios[sh.name].get(ratio, 0) + 1
     out = []
     for r in runs:
         point = run_point(r, figures.get(r.family, {}) if r.family else {}, framework)
@@ -301,7 +362,8 @@ def cross_validate(engine: Any, runs: list[FitRun]) -> dict[str, Any]:
                     "in_sample": predict(r, point) / r.target - 1,
                     "held_out": held[(r.id, r.file)][0],
                     "held_out_figures": held[(r.id, r.file)][1]})
-    return {"figures": figures, "framework": framework, "runs": out}
+    return {"figures": figures, "framework": framework, "shared": ratios,
+            "shared_held_out": held_ratios, "runs": out}
 
 
 def summary(errors: list[float]) -> dict[str, Any]:
