@@ -19,8 +19,8 @@ import click
 @click.option("--fit", "fit", metavar="NAME,...",
               help="Figures to fit (hardware inputs: gemm_efficiency, attention_efficiency, "
                    "...). Default: the figures validation fits for the node's hardware family "
-                   "(GEMM and attention efficiency on A100/H100, GEMM on others), those the "
-                   "runs determine.")
+                   "(the GEMM figure, the attention figures the family ties to it following "
+                   "it), those the runs determine.")
 @click.option("--force", is_flag=True,
               help="Write the fitted figures even when they predict the runs they were left out "
                    "of no better than BASE does (by default BASE's figures are kept then).")
