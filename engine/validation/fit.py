@@ -110,6 +110,8 @@ def parse(text: str, path: str) -> Spec:
         for name, sh in (body.get("shared") or {}).items():
             members = tuple(sh["families"])
             for member in members:
+                if member not in families:
+                    raise ValueError(f"shared {name}: no family {member}")
                 if not any(other == sh["key"] for _, other in families[member].ties.values()):
                     raise ValueError(f"shared {name}: family {member} has no tie on {sh['key']}")
             shared[name] = Shared(name, members, sh["key"], grid(sh["grid"]),
