@@ -248,6 +248,11 @@ def loso(cv: dict[str, Any]) -> str:
         held = sorted({(r["held_out_figures"] or {}).get(key) for r in cv["runs"]} - {None})
         figures += (f"; framework: `{key}` {value:g} (refitted without each source: "
                     f"{', '.join(f'{v:g}' for v in held)})")
+    for name, value in cv.get("shared", {}).items():
+        folds = sorted(cv.get("shared_held_out", {}).get(name, {}))
+        figures += (f"; shared by the families whose attention figures follow their GEMM figure: "
+                    f"`{name}` {value:g} (refitted without each source: "
+                    f"{', '.join(f'{v:g}' for v in folds)})")
     min_runs = 3  # a one-run source has no scatter by construction
     floor = bias_floor(runs, min_runs)
     kept = [r for r in runs if (r["id"], r["file"]) in floor]
