@@ -182,6 +182,11 @@ def test_a_malformed_shared_ratio_is_refused_with_the_file():
                             "    written_at: 0.7\n  attention_ratio:\n")
     with pytest.raises(ModelError, match="shared attention_ratio: no family H200"):
         fit.parse(shipped.replace(members, "families: [H100, H200]"), "fit.yaml")
+    # a section of the wrong shape is refused the same way, not with a traceback
+    listed = shipped.replace("shared:\n  #", "shared: [attention_ratio]\nunused:\n  #")
+    assert listed != shipped
+    with pytest.raises(ModelError, match="fit.yaml: malformed fit spec"):
+        fit.parse(listed, "fit.yaml")
     assert twice != shipped
     with pytest.raises(ModelError, match="a family is a member of two shared ratios"):
         fit.parse(twice, "fit.yaml")

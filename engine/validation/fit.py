@@ -120,7 +120,7 @@ def parse(text: str, path: str) -> Spec:
             raise ValueError("a family is a member of two shared ratios")
         return Spec(float(body["objective"]["clip"]), families, framework, memory, sources,
                     shared)
-    except (KeyError, TypeError, ValueError, re.error) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError, re.error) as exc:
         raise ModelError(f"{path}: malformed fit spec ({type(exc).__name__}: {exc}); see the "
                          "file's header for its form", path) from None
 
