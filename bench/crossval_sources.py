@@ -1,10 +1,11 @@
 """Leave-one-source-out check of the fitted figures: how well runs nobody fitted on predict.
 
 For each source family of the runs (engine/validation/fit.yaml groups them: every release of a
-publisher's benchmark page is one source), the hardware families' fitted figures are refitted
-on all other sources and the left-out runs are predicted with them. Prints the pooled figure,
-per source, per regime (≥ 4,096 GPUs, MoE, FP8, CP ≥ 8, FSDP, Blackwell) and per hardware
-family, in-sample beside held out, and the figures fitted on everything.
+publisher's benchmark page is one source), the hardware families' fitted figures, the ratios
+families share and the framework figures are refitted on all other sources and the left-out runs
+are predicted with them. Prints the pooled figure, per source, per regime (≥ 4,096 GPUs, MoE,
+FP8, CP ≥ 8, FSDP, Blackwell, NVFP4) and per hardware family, in-sample beside held out, and the
+figures fitted on everything (a shared ratio with the values its refits took).
 
     python bench/crossval_sources.py [RUNS ...]      # default: every shipped runs file
     python bench/crossval_sources.py --save before.json          # keep every run's errors
