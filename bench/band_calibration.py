@@ -9,6 +9,10 @@ scored on that source's own errors (held out, and first predictions where a blin
 one):
 
 - coverage: share of runs whose |error| is inside the band (a 90% band should cover 90%);
+  |error| <= w is the measured step between 1 / (1 + w) and 1 / (1 - w) times the estimate,
+  the range eval and search print;
+- read as ±w: the coverage, and the share of runs whose measured step lies above the top, if
+  the band were read as 1 - w to 1 + w times the estimate (how "±w" reads; stop 54);
 - width: the median band;
 - score: the mean interval score of a 90% band, width + 20 x (|error| - width) when the error
   falls outside (Gneiting and Raftery 2007, eq. 43, for the one-sided |error|); lower is
@@ -57,7 +61,8 @@ def score(rows: list[dict[str, Any]], traits: tuple[str, ...], pool: int,
     by_source: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_source[r["source"]].append(r)
-    kinds: dict[str, list[tuple[bool, float, float]]] = {"held_out": [], "first": []}
+    kinds: dict[str, list[tuple[bool, float, float, bool, bool]]] = {"held_out": [],
+                                                                      "first": []}
     for source, own in by_source.items():
         others = [r for r in rows if r["source"] != source]
         seen: dict[tuple, Any] = {}
@@ -72,11 +77,16 @@ def score(rows: list[dict[str, Any]], traits: tuple[str, ...], pool: int,
                 if width is None or r.get(kind) is None:
                     continue
                 err = abs(r[kind])
+                measured = 1 / (1 + r[kind])  # the measured step, as a multiple of the estimate
                 kinds[kind].append((err <= width, width,
-                                    width + OUTSIDE * max(0.0, err - width)))
+                                    width + OUTSIDE * max(0.0, err - width),
+                                    1 - width <= measured <= 1 + width, measured > 1 + width))
     return {kind: {"runs": len(v), "coverage": sum(x[0] for x in v) / len(v),
                    "width": statistics.median(x[1] for x in v),
-                   "score": statistics.fmean(x[2] for x in v)} for kind, v in kinds.items() if v}
+                   "score": statistics.fmean(x[2] for x in v),
+                   "read_as_pm": sum(x[3] for x in v) / len(v),
+                   "above_pm": sum(x[4] for x in v) / len(v)}
+            for kind, v in kinds.items() if v}
 
 
 def _variant(text: str) -> tuple[tuple[str, ...], int, float]:
@@ -121,6 +131,7 @@ def main(argv: list[str]) -> int:
           f"{'first prediction':>28}")
     print(f"{'':44} {'cover':>7} {'width':>6} {'score':>6} {'runs':>5}   "
           f"{'cover':>7} {'width':>6} {'score':>6} {'runs':>5}")
+    read: list[str] = []
     for i, (traits, pool, quantile) in enumerate(variants):
         s = score(rows, traits, pool, quantile)
         cells = "   ".join(f"{s[k]['coverage']:7.1%} {s[k]['width']:6.1%} {s[k]['score']:6.3f} "
@@ -128,6 +139,12 @@ def main(argv: list[str]) -> int:
                            for k in ("held_out", "first"))
         label = f"{','.join(traits)} : {pool} : {quantile:g}" + (" (shipped)" if i == 0 else "")
         print(f"{label:44} {cells}")
+        read.append("   ".join(f"{s[k]['read_as_pm']:7.1%} {s[k]['above_pm']:7.1%}{'':12}"
+                               if k in s else f"{'-':>28}" for k in ("held_out", "first")))
+    print(f"\nthe same bands read as ±w (1 - w to 1 + w times the estimate), as they printed "
+          f"until stop 54:\n{'':44} {'cover':>7} {'above':>7}{'':12}   {'cover':>7} {'above':>7}")
+    for (traits, pool, quantile), cells in zip(variants, read, strict=True):
+        print(f"{','.join(traits) + f' : {pool} : {quantile:g}':44} {cells}")
     return 0
 
 

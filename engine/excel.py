@@ -109,8 +109,9 @@ def _band_words(result: Result) -> str:
     if band is None:
         return ("no comparable validated run: no published run on this node's family was "
                 "predicted, so the step time is unchecked (docs/validation.md)")
-    return (f"{band.text()}: the range to read around step time and every figure derived "
-            "from it, for the config as exported (`dlformula eval` gives it for another)")
+    return (f"the measured step time was {band.text()}, for the config as exported "
+            "(`dlformula eval` gives it for another): training days, GPU-hours, cost and "
+            "energy scale with it, throughput and MFU with its inverse")
 
 
 def export(engine: Engine, config: str | None, output: str,

@@ -160,7 +160,9 @@ def key_results(result: Result) -> list[str]:
 
         text = quantity_text(d, result.config.labels.get(name, v[name]))
         if name == "step_time":
-            text = f"{text:<16}({band.text() if band else 'no comparable validated run'})"
+            shown_band = (band.text(lambda x, d=d, t=v[name]: quantity_text(d, x * t))
+                          if band else "no comparable validated run")
+            text = f"{text:<16}({shown_band})"
         lines.append(f"  {name:<26}{text}".rstrip())
     return lines
 

@@ -407,7 +407,12 @@ def recommend(result: SearchResult, values: dict[str, Any], domain: int | None) 
     return lines
 
 
-BAND_COLUMNS = ("step_time_band", "step_time_band_new_source")
+# Each row's error band as the step time it allows, in seconds: the measured step time of 9
+# comparable validated runs in 10 fell between low and high times their estimate
+# (dlformula.validation.bands.step_range); NaN (an empty cell) where no run is comparable or,
+# for `high`, where the band bounds nothing above.
+BAND_COLUMNS = ("step_time_low", "step_time_high", "step_time_low_new_source",
+                "step_time_high_new_source")
 
 
 def _band_keys(result: SearchResult, values: dict[str, Any],
@@ -439,10 +444,11 @@ def _band(result: SearchResult, band_values: dict[str, Any]) -> Any:
 
 def _add_band_columns(result: SearchResult, values: dict[str, Any],
                       gpu_counts: list[int]) -> None:
-    """Each layout's step-time error band (dlformula.validation.bands) as two columns: the 90%
-    band of the comparable validated runs' held-out errors and of their first, blind predictions
-    (NaN, an empty cell, where there is none). A band depends on the GPU count, precision and
-    ZeRO stage, so it is looked up once per combination the rows hold, not per row."""
+    """Each layout's step-time error band (dlformula.validation.bands) as the range of step
+    time it allows, in seconds (BAND_COLUMNS): from the 90% band of the comparable validated
+    runs' held-out errors and of their first, blind predictions (NaN, an empty cell, where there
+    is none). A band depends on the GPU count, precision and ZeRO stage, so it is looked up once
+    per combination the rows hold, not per row."""
     keys, band_values = _band_keys(result, values, gpu_counts)
     # one code per distinct row of keys: each column's own codes, combined (np.unique over
     # rows, axis=0, sorts the rows and took a second on a million layouts)
@@ -450,17 +456,21 @@ def _add_band_columns(result: SearchResult, values: dict[str, Any],
     codes = np.ravel_multi_index([inv.reshape(-1) for _, inv in parts],
                                  [max(len(u), 1) for u, _ in parts])
     combos, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    held, new = np.full(len(combos), np.nan), np.full(len(combos), np.nan)
+    from .validation.bands import step_range
+
+    ratios = np.full((len(combos), len(BAND_COLUMNS)), np.nan)  # multiples of the estimate
     for i, row in enumerate(first.tolist()):
         band = _band(result, band_values(keys[row]))
         if band is not None:
-            held[i] = band.width
+            ratios[i, 0:2] = step_range(band.width)
             if band.width_new_source is not None:
-                new[i] = band.width_new_source
+                ratios[i, 2:4] = step_range(band.width_new_source)
+    ratios[np.isinf(ratios)] = np.nan  # a band that bounds nothing above: an empty cell
+    step = np.asarray(result["step_time"], dtype=float)
     inverse = inverse.reshape(-1)
-    result.columns[BAND_COLUMNS[0]], result.columns[BAND_COLUMNS[1]] = held[inverse], new[inverse]
-    result.units.update(dict.fromkeys(BAND_COLUMNS, "1"))
-    result.percent = result.percent | frozenset(BAND_COLUMNS)
+    for j, name in enumerate(BAND_COLUMNS):
+        result.columns[name] = ratios[inverse, j] * step
+    result.units.update(dict.fromkeys(BAND_COLUMNS, "s"))
 
 
 def _band_line(result: SearchResult, values: dict[str, Any]) -> str:
@@ -471,8 +481,10 @@ def _band_line(result: SearchResult, values: dict[str, Any]) -> str:
         keys, band_values = _band_keys(result.head(1), values,
                                        gpu_counts or [int(values.get("gpus", 1))])
         band = _band(result, band_values(keys[0]))
-    return ("- step-time error band: " + band.text() if band is not None else
-            "- step-time error band: no comparable validated run")
+    if band is None:
+        return "- step-time error band: no comparable validated run"
+    step = float(result.head(1)["step_time"][0])
+    return "- step-time error band: " + band.text(lambda x: f"{x * step:.4g} s")
 
 
 def _roomier(result: SearchResult) -> list[str]:

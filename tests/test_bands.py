@@ -53,7 +53,8 @@ def test_band_states_the_first_predictions_of_the_same_runs_when_enough_have_one
     band = band_for({"gpus": 2048, "experts": 0, "precision": "bf16"}, "h100-sxm", data)
     assert band is not None and band.n_new_source == MIN_RUNS
     assert band.width_new_source == pytest.approx(4 * band.width)
-    assert band.text().endswith(f"; ±{band.width_new_source * 100:.0f}% for a new source")
+    low, high = 1 / (1 + band.width_new_source), 1 / (1 - band.width_new_source)
+    assert band.text().endswith(f"; {low:.2f}x to {high:.2f}x for a new source")
     assert band.as_dict()["width_new_source"] == band.width_new_source
     # one run short of MIN_RUNS with a first prediction: no new-source figure
     data["runs"][0].pop("first")
@@ -70,9 +71,15 @@ def test_brief_and_json_carry_the_band():
     line = next(x for x in report.key_results(r) if x.strip().startswith("step_time"))
     band = report.result_band(r)
     assert band is not None and band.n >= MIN_RUNS
-    assert f"({band.text()})" in line and band.width_new_source is not None
+    assert band.width_new_source is not None
+    # the range of the measured step time, in seconds around this estimate
+    step = r.values["step_time"]
+    low, high = step / (1 + band.width), step / (1 - band.width)
+    assert f"({low:.4g} s to {high:.4g} s in 9 runs of 10, {band.n} comparable runs; " in line
     q = json.loads(report.to_json(r))["quantities"]
     assert q["step_time"]["band"]["width"] == pytest.approx(band.width)
+    assert q["step_time"]["band"]["step_time_low"] == pytest.approx(1 / (1 + band.width))
+    assert q["step_time"]["band"]["step_time_high"] == pytest.approx(1 / (1 - band.width))
     assert q["cost_usd"]["band"] == q["step_time"]["band"]
     assert "band" not in q["memory_per_gpu"]
 
@@ -118,11 +125,36 @@ def test_search_rows_carry_each_layouts_band_and_csv_leaves_it_empty_where_there
                              "zero": stage}, result.config.node)
             assert want is not None and want.width_new_source is not None
             rows = (gpus == count) & (zero == stage)
-            assert rows.any() and (result["step_time_band"][rows] == want.width).all()
-            assert (result["step_time_band_new_source"][rows] == want.width_new_source).all()
+            step = result["step_time"][rows]
+            assert rows.any()
+            assert result["step_time_low"][rows] == pytest.approx(step / (1 + want.width))
+            assert result["step_time_high"][rows] == pytest.approx(step / (1 - want.width))
+            assert result["step_time_high_new_source"][rows] == pytest.approx(
+                step / (1 - want.width_new_source))
             bands.add(want.width)
     assert len(bands) > 1  # the rows' bands differ with their GPU count or sharding
     far = search(GPT3, gpus=64, engine=engine, top=5, sets=["hardware.node=mi300x"])
     header, first = far.to_csv().splitlines()[:2]
     cells = dict(zip(header.split(","), first.split(","), strict=True))
-    assert cells["step_time_band"] == "" and cells["step_time_band_new_source"] == ""
+    assert all(cells[c] == "" for c in ("step_time_low", "step_time_high",
+                                        "step_time_low_new_source", "step_time_high_new_source"))
+
+
+def test_a_band_is_the_range_of_the_measured_step_longer_above_the_estimate_than_below():
+    """An estimate off by e is (1 + e) x the measured step: a band |e| <= w allows a measured step
+    of 1 / (1 + w) to 1 / (1 - w) times the estimate. Read as "±w" it would put the top at
+    1 + w and leave out the runs that took longer than that."""
+    from dlformula.validation.bands import Band, range_text, step_range
+
+    assert step_range(0.25) == pytest.approx((0.8, 4 / 3))
+    assert range_text(0.25) == "0.80x to 1.33x"
+    assert range_text(0.25, lambda x: f"{10 * x:.1f} s") == "8.0 s to 13.3 s"
+    assert step_range(1.5)[1] == float("inf") and range_text(1.5) == "0.40x or more"
+    band = Band(0.25, 40, ("H100 family",), 1.5, 12)
+    assert band.text() == ("0.80x to 1.33x the estimate in 9 runs of 10, 40 comparable runs; "
+                           "0.40x or more for a new source")
+    d = band.as_dict()
+    assert d["step_time_high"] == pytest.approx(4 / 3) and d["step_time_high_new_source"] is None
+    # a run 25% fast (estimate 0.75 x measured: measured = 1.33 x estimate) is inside the band
+    measured_over_estimate = 1 / (1 - 0.25)
+    assert d["step_time_low"] <= measured_over_estimate <= d["step_time_high"] + 1e-12

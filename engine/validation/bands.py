@@ -5,9 +5,13 @@ leave-one-source-out step-time error (its prediction with the fitted figures ref
 its source, engine/validation/fit.py) and the traits comparable runs share. `band` picks the
 runs comparable to a config (same hardware family, dense or MoE, ZeRO-3 / FSDP or not,
 GPU-count bracket, FP8 or 16-bit), relaxing the traits in reverse order of importance until at
-least POOL_RUNS remain, and returns a 90% band: the half-width within which 90% of a new
-source's runs fall, the range a planner should read around step time and everything derived
-from it (MFU, throughput, days, GPU-hours, cost, energy). Beside it, the same band of the same
+least POOL_RUNS remain, and returns a 90% band: the |relative error| within which 90% of a new
+source's runs fall. Its text states it as the range the measured step time fell in, as a
+multiple of the estimate: an error e is a prediction of (1 + e) x the measured step, so
+|e| <= w puts the measured step between 1 / (1 + w) and 1 / (1 - w) times the estimate, a
+range longer above than below (read as "±w" around the estimate, it would miss half the slow
+side). Days, GPU-hours, cost and energy scale with step time; throughput, MFU and HFU with its
+inverse, whose range is 1 - w to 1 + w times the estimate. Beside it, the same band of the same
 runs' first, blind predictions (`first` in bands.json): the range to read on a stack, cluster
 or model family no validated source covers. bench/band_calibration.py scores the traits'
 order, POOL_RUNS and QUANTILE.
@@ -16,6 +20,8 @@ order, POOL_RUNS and QUANTILE.
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -41,6 +47,21 @@ SCALES = ((64, "< 64 GPUs"), (1024, "64-1,023 GPUs"), (4096, "1,024-4,095 GPUs")
           (float("inf"), "≥ 4,096 GPUs"))
 
 
+def step_range(width: float) -> tuple[float, float]:
+    """The measured step time, as a multiple of the estimate, that a band of |relative error|
+    `width` allows: (1 / (1 + width), 1 / (1 - width)); the upper end is infinite from a width
+    of 1 (an estimate twice as long as the measured step or more bounds nothing above)."""
+    return 1 / (1 + width), (1 / (1 - width) if width < 1 else math.inf)
+
+
+def range_text(width: float, around: Callable[[float], str] | None = None) -> str:
+    """`width`'s step range in words: "0.74x to 1.56x" (of the estimate), or, with `around` (a
+    multiple of the estimate -> that many of its units, e.g. seconds), "13.0 s to 27.5 s"."""
+    low, high = step_range(width)
+    say = around or (lambda x: f"{x:.2f}x")
+    return f"{say(low)} or more" if math.isinf(high) else f"{say(low)} to {say(high)}"
+
+
 class Band(NamedTuple):
     width: float  # half-width of the 90% band, as |relative error|
     n: int
@@ -51,15 +72,43 @@ class Band(NamedTuple):
     n_new_source: int = 0
     basis: str = ""  # what the width is, in words (comparable_band and band_for write it)
 
-    def text(self) -> str:
-        new = (f"; ±{self.width_new_source * 100:.0f}% for a new source"
+    def text(self, around: Callable[[float], str] | None = None) -> str:
+        """Where the measured step time fell, in 9 runs of 10 of the comparable runs: as
+        multiples of the estimate, or through `around` (see range_text) in its units."""
+        new = (f"; {range_text(self.width_new_source, around)} for a new source"
                if self.width_new_source is not None else "")
-        return f"±{self.width * 100:.0f}% in 9 runs of 10, {self.n} comparable runs{new}"
+        of = "" if around else " the estimate"
+        return (f"{range_text(self.width, around)}{of} in 9 runs of 10, {self.n} comparable "
+                f"runs{new}")
+
+    @property
+    def low(self) -> float:
+        return step_range(self.width)[0]
+
+    @property
+    def high(self) -> float:
+        return step_range(self.width)[1]
 
     def as_dict(self) -> dict[str, Any]:
+        def ends(width: float | None) -> tuple[float | None, float | None]:
+            if width is None:
+                return None, None
+            low, high = step_range(width)
+            return low, (None if math.isinf(high) else high)
+
+        low, high = ends(self.width)
+        low_new, high_new = ends(self.width_new_source)
         return {"width": self.width, "coverage": 0.9, "runs": self.n,
                 "matched": list(self.matched), "basis": self.basis,
+                "step_time_low": low, "step_time_high": high,
                 "width_new_source": self.width_new_source, "runs_new_source": self.n_new_source,
+                "step_time_low_new_source": low_new, "step_time_high_new_source": high_new,
+                "reads": "width is the band's |relative error| (estimate / measured - 1); "
+                         "step_time_low and step_time_high are the measured step time it "
+                         "allows as multiples of the estimate, 1 / (1 + width) and 1 / (1 - "
+                         "width) (null above when width >= 1): days, GPU-hours, cost and "
+                         "energy scale with step time, throughput, MFU and HFU with its "
+                         "inverse (1 - width to 1 + width times the estimate)",
                 "basis_new_source": "the same percentile of the same runs' first predictions, "
                                     "made before their source could change the model"}
 
