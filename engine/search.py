@@ -466,7 +466,9 @@ def _add_band_columns(result: SearchResult, values: dict[str, Any],
             if band.width_new_source is not None:
                 ratios[i, 2:4] = step_range(band.width_new_source)
     ratios[np.isinf(ratios)] = np.nan  # a band that bounds nothing above: an empty cell
-    step = np.asarray(result["step_time"], dtype=float)
+    # an empty result has no columns; every search row otherwise carries step_time (NEEDS)
+    step = np.asarray(result.columns.get("step_time", np.full(len(result), np.nan)),
+                      dtype=float)
     inverse = inverse.reshape(-1)
     for j, name in enumerate(BAND_COLUMNS):
         result.columns[name] = ratios[inverse, j] * step

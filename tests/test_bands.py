@@ -158,3 +158,15 @@ def test_a_band_is_the_range_of_the_measured_step_longer_above_the_estimate_than
     # a run 25% fast (estimate 0.75 x measured: measured = 1.33 x estimate) is inside the band
     measured_over_estimate = 1 / (1 - 0.25)
     assert d["step_time_low"] <= measured_over_estimate <= d["step_time_high"] + 1e-12
+
+
+def test_a_search_that_keeps_no_layout_still_has_empty_band_columns():
+    """No layout evaluated at all (every one breaks a constraint): no step time to scale the
+    band by, so the band columns are there and empty, and nothing raises (validation's
+    best-feasible lookup runs such searches)."""
+    from dlformula.search import BAND_COLUMNS, search
+
+    result = search(GPT3, gpus=8, engine=Engine(), top=1,
+                    fix=["parallelism.tp=8", "parallelism.pp=2"])
+    assert len(result) == 0 and result.best() is None
+    assert all(len(result.columns[c]) == 0 for c in BAND_COLUMNS)
