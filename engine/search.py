@@ -486,7 +486,7 @@ def _band_line(result: SearchResult, values: dict[str, Any]) -> str:
     if band is None:
         return "- step-time error band: no comparable validated run"
     step = float(result.head(1)["step_time"][0])
-    return "- step-time error band: " + band.text(lambda x: f"{x * step:.4g} s")
+    return "- step-time error band: " + band.text(lambda x: f"{x * step:#.4g} s")
 
 
 def _roomier(result: SearchResult) -> list[str]:
