@@ -81,14 +81,6 @@ class Band(NamedTuple):
         return (f"{range_text(self.width, around)}{of} in 9 runs of 10, {self.n} comparable "
                 f"runs{new}")
 
-    @property
-    def low(self) -> float:
-        return step_range(self.width)[0]
-
-    @property
-    def high(self) -> float:
-        return step_range(self.width)[1]
-
     def as_dict(self) -> dict[str, Any]:
         def ends(width: float | None) -> tuple[float | None, float | None]:
             if width is None:
