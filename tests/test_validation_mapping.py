@@ -1581,3 +1581,14 @@ def test_torchtitan_experts_run_pytorch_grouped_gemm(engine, source, row_id, tor
         pytest.skip("the moe plugin is not loaded")
     got = _map(engine, _moe_row(id=row_id, source=source)).values
     assert (got.get("moe.grouped_gemm_kernel") == "torch") is torch
+
+
+@pytest.mark.parametrize(("gpu", "tdp"), [("NVIDIA B300 SXM6 AC (1,100 W TGP)", "1100 W"),
+                                          ("H100 SXM5 (700W)", "700 W"),
+                                          ("H100 96GB HBM2e at 500 W", "500 W")])
+def test_a_power_limit_in_the_gpu_name_is_read_whole(engine, gpu, tdp):
+    """A thousands separator is part of the number: '1,100 W' is 1,100 W, not 100 W (it was
+    read as the latter, pricing a B300 at a tenth of its board power)."""
+    m = _map(engine, _row(hardware={"gpu": gpu, "count": 64}))
+    c = dict(item.split("=", 1) for item in m.sets)
+    assert c["hardware.tdp"] == tdp

@@ -25,6 +25,14 @@ from ..errors import UsageError
 from .conventions import RESERVED_KEYS, Conventions, conventions, first_match, holds, published
 from .runsfile import Row, as_flag
 
+# A whole number as a GPU's name prints it, thousands separated or not ("1,100 W", "1100 W",
+# "288 GB"), not the tail of a longer one ("1,100" is not 100) nor of a decimal ("1.5").
+_NUMBER = r"(?<![\d.,])(\d{1,3}(?:,\d{3})+|\d+)(?![\d.,]\d)"
+
+
+def _number(m: re.Match[str]) -> float:
+    return float(m.group(1).replace(",", ""))
+
 
 class Skip(Exception):
     """A run the model cannot express; the message says why."""
@@ -259,20 +267,20 @@ class Mapper:
     def _hardware_from_name(self, gpu: str, node: str, interconnect: str) -> None:
         """HBM capacity and power limit printed in the name; known variants of a node, found
         in the name or the interconnect the run describes (a cloud's network on the board)."""
-        m = re.search(r"(\d+)\s*GB\b", gpu, re.IGNORECASE)
+        m = re.search(rf"{_NUMBER}\s*GB\b", gpu, re.IGNORECASE)
         spec = self.ctx.node_hbm.get(node)
-        if m and spec and spec[1] in ("GiB", "GB") and float(m.group(1)) != spec[0]:
-            self.sets["hardware.hbm_capacity"] = f"{m.group(1)} GiB"
-            self.notes.append(f"{node} with {m.group(1)} GB of HBM (capacity from the GPU "
+        if m and spec and spec[1] in ("GiB", "GB") and _number(m) != spec[0]:
+            self.sets["hardware.hbm_capacity"] = f"{_number(m):g} GiB"
+            self.notes.append(f"{node} with {_number(m):g} GB of HBM (capacity from the GPU "
                               "name)")
         for variant in self.conv.variants:
             if variant.node == node and variant.regex.search(f"{gpu}\n{interconnect}"):
                 self.sets.update({k: v for k, v in variant.sets.items() if k in self.known})
                 self.notes.append(variant.note)
-        m = re.search(r"(\d+)\s*W\b", gpu)
+        m = re.search(rf"{_NUMBER}\s*W\b", gpu)
         if m:
-            self.set_known("hardware.tdp", f"{m.group(1)} W",
-                           f"power limit {m.group(1)} W: hardware.tdp")
+            self.set_known("hardware.tdp", f"{_number(m):g} W",
+                           f"power limit {_number(m):g} W: hardware.tdp")
 
     def _recompute_modules(self, written: str) -> None:
         """Megatron-Core's recompute_modules the run lists that the formulas price on their
