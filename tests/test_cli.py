@@ -27,6 +27,20 @@ def test_eval_table_key_results_first(run):
     assert "GiB" in out and "TFLOP/s" in out and "days" in out
 
 
+def test_brief_training_days_states_the_goodput_it_assumes(run):
+    """training_days is a wall-clock forecast: the key results say at what goodput, and whether
+    it is the config's or the estimate from interruptions at the GPU count."""
+    code, out, _ = run("eval", GPT3, "--brief")
+    line = next(x for x in out.splitlines() if x.strip().startswith("training_days"))
+    # 1,024 GPUs at Llama 3's rate: 1 / (1 + 1024 x 2.195e-5 / h x 1002 s) = 99.4%
+    share = 1 / (1 + 1024 * 2.195e-5 * 1002 / 3600)
+    assert code == 0 and f"(at {100 * share:.1f}% goodput, Llama 3's interruption rate" in line
+    assert "set training.goodput" in line
+    code, out, _ = run("eval", GPT3, "--brief", "--set", "training.goodput=0.8")
+    line = next(x for x in out.splitlines() if x.strip().startswith("training_days"))
+    assert code == 0 and line.endswith("(at 80.0% goodput, as given)")
+
+
 def test_eval_json_contract(run, gpt3):
     code, out, _ = run("eval", GPT3, "--format", "json")
     assert code == 0
