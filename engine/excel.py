@@ -114,6 +114,17 @@ def _band_words(result: Result) -> str:
             "energy scale with it, throughput and MFU with its inverse")
 
 
+def _goodput_formula(names: dict[str, str]) -> str:
+    """Summary's goodput line, live: the share training_days assumes and where it comes from
+    (the goodput input, or interruptions at Llama 3's rate for the GPU count; report.py's
+    goodput_words in words)."""
+    share, given = names["goodput_share"], names["goodput"]
+    return (f'="training_days assumes "&TEXT({share},"0.0%")&" goodput"&IF({given}>0,'
+            '", as given (goodput on Inputs)",'
+            "\", Llama 3's interruption rate at this GPU count; published runs on older "
+            'stacks lost 10-40%: set goodput on Inputs")')
+
+
 def export(engine: Engine, config: str | None, output: str,
            sets: list[str] | tuple[str, ...] = (), hf_config: str | None = None) -> ExportInfo:
     """Evaluate `config` and write the workbook to `output` (an .xlsx path)."""
@@ -484,6 +495,8 @@ class _Builder:
             info.append(("Layout", "=" + '&" "&'.join(f'"{n.upper()}="&{names[n]}'
                                                       for n in layout)))
         info.append(("Error band", _band_words(self.result)))
+        if {"goodput_share", "goodput", "training_days"} <= have:
+            info.append(("Goodput", _goodput_formula(names)))
         if self.check_rows:
             ranges = [f"{quote_sheetname(t)}!$B${a}:$B${b}" for t, a, b in self.result_sheets]
             ranges.append(f"Inputs!$B${self.inputs_rows[0]}:$B${self.inputs_rows[1]}")

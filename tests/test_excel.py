@@ -980,3 +980,23 @@ def _same_reading(got: str, want: str) -> bool:
             1.000001 * 10.0 ** -digits)
     except ValueError:
         return False
+
+
+def test_summary_goodput_line_recalculates_with_the_share_training_days_assumes(
+        recalculated: list[tuple[Case, Any]]) -> None:
+    """The Summary's goodput line is live: after recalculation it states the goodput_share the
+    engine computes for the case, and where it comes from (report.goodput_words in words)."""
+    checked = 0
+    for case, wb in recalculated:
+        if case.expected is None or "goodput_share" not in case.expected:
+            continue
+        ws = wb["Summary"]
+        line = next((ws.cell(row=r, column=2).value for r in range(3, 14)
+                     if ws.cell(row=r, column=1).value == "Goodput"), None)
+        assert line is not None, case.label
+        share = 100 * case.expected["goodput_share"]
+        assert line.startswith(f"training_days assumes {share:.1f}% goodput, "), (case.label, line)
+        given = float(case.expected.get("goodput", 0) or 0) > 0
+        assert line.endswith("as given (goodput on Inputs)" if given else "set goodput on Inputs")
+        checked += 1
+    assert checked > 0
