@@ -480,12 +480,12 @@ def _band_line(result: SearchResult, values: dict[str, Any]) -> str:
     gpu_counts = result.stats.gpus if result.stats is not None else []
     band = None
     if len(result):
-        keys, band_values = _band_keys(result.head(1), values,
-                                       gpu_counts or [int(values.get("gpus", 1))])
+        best = result.head(1)
+        keys, band_values = _band_keys(best, values, gpu_counts or [int(values.get("gpus", 1))])
         band = _band(result, band_values(keys[0]))
     if band is None:
         return "- step-time error band: no comparable validated run"
-    step = float(result.head(1)["step_time"][0])
+    step = float(best["step_time"][0])
     return "- step-time error band: " + band.text(lambda x: f"{x * step:#.4g} s")
 
 
