@@ -118,11 +118,11 @@ def _goodput_formula(names: dict[str, str]) -> str:
     """Summary's goodput line, live: the share training_days assumes and where it comes from
     (the goodput input, or interruptions at Llama 3's rate for the GPU count; report.py's
     goodput_words in words)."""
+    from .report import GOODPUT_ESTIMATE
+
     share, given = names["goodput_share"], names["goodput"]
     return (f'="training_days assumes "&TEXT({share},"0.0%")&" goodput"&IF({given}>0,'
-            '", as given (goodput on Inputs)",'
-            "\", Llama 3's interruption rate at this GPU count; published runs on older "
-            'stacks lost 10-40%: set goodput on Inputs")')
+            f'", as given (goodput on Inputs)",", {GOODPUT_ESTIMATE}: set goodput on Inputs")')
 
 
 def export(engine: Engine, config: str | None, output: str,

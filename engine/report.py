@@ -169,6 +169,12 @@ def key_results(result: Result) -> list[str]:
     return lines
 
 
+# Where the default goodput comes from and what published runs lost (eval and the workbook say
+# it beside training_days; formulas/time.yaml goodput_share, docs/validation.md Goodput).
+GOODPUT_ESTIMATE = ("Llama 3's interruption rate at this GPU count; published runs on older "
+                    "stacks lost 10-40%")
+
+
 def goodput_words(result: Result) -> str:
     """What training_days assumes of the wall-clock time lost to interruptions: the goodput the
     config gives, or the one the formulas estimate from interruptions in proportion to the GPU
@@ -176,8 +182,7 @@ def goodput_words(result: Result) -> str:
     share = float(result.values["goodput_share"])
     if float(result.values.get("goodput", 0) or 0) > 0:
         return f"at {100 * share:.1f}% goodput, as given"
-    return (f"at {100 * share:.1f}% goodput, Llama 3's interruption rate at this GPU count; "
-            "published runs on older stacks lost 10-40%: set training.goodput")
+    return f"at {100 * share:.1f}% goodput, {GOODPUT_ESTIMATE}: set training.goodput"
 
 
 # Quantities whose relative error is step time's: the validated runs' error band applies.
