@@ -42,6 +42,7 @@ BINS: dict[str, list[float]] = {
     "exposed_comm_share": [0, 0.02, 0.05, 0.1, 0.2, 0.4, 1e9],
     "attention_share": [0, 0.05, 0.1, 0.2, 0.4, 1e9],
     "mfu": [0, 0.2, 0.3, 0.4, 0.5, 0.6, 1e9],
+    "seq_len": [0, 4097, 8193, 16385, 32769, 65537, 131073, 1e12],
 }
 DERIVED = {"attention_share": ("attention_core_time", "layer_forward_time")}
 
