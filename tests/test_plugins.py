@@ -367,6 +367,30 @@ def test_capacity_factor_caps_the_load_imbalance(engine):
     assert capped["step_time"] < r["step_time"]
 
 
+def test_padding_to_capacity_computes_and_sends_the_whole_capacity(engine):
+    """GShard / DeepSpeed-MoE: each expert's buffer is padded to capacity_factor x the mean load,
+    so the experts compute, and the all-to-all sends, that much whatever the routing -- at ep 1
+    too. Without padding a capacity only caps the imbalance (here 1: balanced, nothing dropped)."""
+    balanced = engine.evaluate(MIXTRAL)
+    unpadded = engine.evaluate(MIXTRAL, ["moe.capacity_factor=2"])
+    padded = engine.evaluate(MIXTRAL, ["moe.capacity_factor=2", "moe.pad_to_capacity=true"])
+    assert unpadded["moe_imbalance_factor"] == 1
+    assert unpadded["expert_gemm_flops"] == pytest.approx(balanced["expert_gemm_flops"])
+    assert padded["moe_imbalance_factor"] == 2
+    assert padded["expert_gemm_flops"] == pytest.approx(2 * balanced["expert_gemm_flops"])
+    assert padded["ep_dispatch_bytes"] == pytest.approx(2 * balanced["ep_dispatch_bytes"])
+    assert padded["step_time"] > unpadded["step_time"]
+    # a learned router's imbalance beyond the capacity is dropped, not computed: still 2
+    skewed = engine.evaluate(MIXTRAL, ["moe.capacity_factor=2", "moe.pad_to_capacity=true",
+                                       "moe.load_imbalance=3"])
+    assert skewed["moe_imbalance_factor"] == 2
+    local = engine.evaluate(MIXTRAL, ["parallelism.ep=1", "moe.capacity_factor=1.25",
+                                      "moe.pad_to_capacity=true"])
+    assert local["moe_imbalance_factor"] == 1.25
+    assert local["expert_gemm_flops"] == pytest.approx(
+        1.25 * engine.evaluate(MIXTRAL, ["parallelism.ep=1"])["expert_gemm_flops"])
+
+
 def test_load_imbalance_needs_expert_parallelism(engine):
     """The busiest rank carries load_imbalance x the mean only when experts are spread over
     ranks; at ep 1 every rank runs every expert on its own tokens and nobody waits."""
@@ -402,6 +426,11 @@ def test_grouped_gemm_efficiency_drops_for_starved_experts(engine):
     (["training.precision=fp16"],
      "error: --set: expert parallelism does not support fp16 training (Megatron-LM); set "
      "training.precision to bf16"),
+    (["moe.pad_to_capacity=true"],
+     "error: --set: moe.pad_to_capacity pads each expert to its capacity, but moe.capacity_factor "
+     "is 0 (dropless: no capacity); set moe.capacity_factor (DeepSpeed-MoE trains at 1.0-1.25) or "
+     "pad_to_capacity false (Megatron-LM: --moe-pad-expert-input-to-capacity is 'effective only "
+     "after the --moe-expert-capacity-factor is set')"),
     (["moe.top_k=9"],
      "error: --set: moe.top_k = 9 exceeds moe.experts = 8; a token cannot be routed to more "
      "experts than exist"),

@@ -1274,6 +1274,20 @@ def test_learned_routing_on_real_data_carries_the_measured_imbalance(engine):
     assert "moe.load_imbalance" not in _sets(engine, named)
 
 
+def test_deepspeed_moe_and_megatron_s_padding_flag_pad_experts_to_capacity(engine):
+    """DeepSpeed-MoE's layer (and Tutel's kernels inside it) computes and sends capacity-padded
+    buffers; Megatron pads only with its flag; a padding-free system does neither."""
+    moe = {"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336, "capacity_factor": 1.25}
+    for system, want in (("DeepSpeed-MoE (TopKGate, MOELayer)", "true"),
+                         ("Tutel kernels inside DeepSpeed-MoE (--use-tutel)", "true"),
+                         ("X-MoE (padding-free token buffers, inside a DeepSpeed fork)", None)):
+        row = _row(model=moe, framework={"moe_system": system})
+        assert _sets(engine, row).get("moe.pad_to_capacity") == want, system
+    flag = _row(model=moe, framework={"moe_pad_expert_input_to_capacity": True})
+    assert _sets(engine, flag)["moe.pad_to_capacity"] == "true"
+    assert "moe.pad_to_capacity" not in _sets(engine, _row(model=moe))
+
+
 def test_fp8_param_gather_as_runs_state_it(engine):
     """A recipe's fp8_param_gather reaches training.fp8_param_gather; Megatron-Bridge's dense
     FP8 recipes gather FP8 weights by default, its blockwise (fp8-sc) recipe and MoE models
