@@ -47,6 +47,8 @@ from dlformula.resources import DataFolder, builtin_folders
 ROOT = Path(__file__).resolve().parent.parent
 GPT3 = str(ROOT / "examples" / "gpt3-175b.yaml")
 LLAMA = str(ROOT / "examples" / "llama3-70b.yaml")
+DSV3 = str(ROOT / "examples" / "deepseek-v3-h800.yaml")
+MOE = str(ROOT / "examples" / "gpt4-like-moe.yaml")
 DATA = ROOT / "tests" / "data"
 ERRORS = ("#NAME?", "#VALUE!", "#DIV/0!", "#REF!", "#N/A", "#NUM!", "#NULL!", "Err:")
 # Random planner edits LibreOffice recalculates: RANDOM_CONFIGS of RANDOM_POOL seeded random valid
@@ -537,6 +539,9 @@ def _specs(engine: Engine) -> list[Spec]:
              edits={"excel_test.r": 1.5, "excel_test.h100": 3.5, "excel_test.mode": "c",
                     "model.glu": False}),
         Spec("plugin", "plugin", PLUGIN_CONFIG, []),  # a plugin's node and formula
+        # the installed MoE plugin's formulas (expert parallelism, DeepEP, MLA, capacity padding)
+        Spec("moe-deepseek-v3", "core", DSV3, []),
+        Spec("moe-padded", "core", MOE, ["moe.capacity_factor=1.25", "moe.pad_to_capacity=true"]),
     ]
     return specs
 
@@ -650,6 +655,21 @@ def test_a_plugin_formula_recalculates_in_libreoffice(
     assert wb[sheet][cell].value == pytest.approx(case.expected["memory_per_gpu_rounded"],
                                                   rel=1e-9)
     assert wb["Summary"]["B5"].value == "acme-x1"
+
+
+def test_the_moe_plugin_s_formulas_recalculate_in_libreoffice(
+        recalculated: list[tuple[Case, Any]]) -> None:
+    """The MoE plugin's cells are compared with the rest (the random configs are dense): the
+    expert all-to-all and the capacity padding's factor among them."""
+    cases = {c.label: (c, wb) for c, wb in recalculated if c.label.startswith("moe-")}
+    assert set(cases) == {"moe-deepseek-v3", "moe-padded"}
+    for case, wb in cases.values():
+        assert not _mismatches(case, wb)
+        assert case.expected is not None and case.expected["ep_comm_time"] > 0
+        assert "ep_comm_time" in case.info.cells
+    case, wb = cases["moe-padded"]
+    sheet, cell = case.info.cells["moe_imbalance_factor"]
+    assert wb[sheet][cell].value == pytest.approx(1.25)
 
 
 def test_changed_inputs_and_node_recompute_to_the_engines_numbers(
