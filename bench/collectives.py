@@ -1,13 +1,12 @@
 """The data-parallel all-reduce the model prices, against published nccl-tests measurements.
 
-A training run's collectives are priced by formulas/comm.yaml (`dp_bandwidth`,
-`dp_allreduce_speedup`, `dp_allreduce_latency`, as `dp_grad_bucket_time` combines them). This
-script sets up, for each published all-reduce measurement below, a data-parallel group of the
-same ranks on the same node (tp 1, ZeRO-0, so the gradients are all-reduced), takes those three
-quantities from the engine, and prints the bus bandwidth the model gives for the measured message
-size (bus bandwidth = 2 (n - 1) / n x bytes / time, as nccl-tests reports it) beside the
-measurement. It checks the collective model apart from any training run: a collective the model
-prices wrong shows here before it hides in a step time.
+A training run's data-parallel all-reduce is priced by formulas/comm.yaml (`dp_grad_bucket_time`,
+one gradient bucket's collective). This script sets up, for each published all-reduce measurement
+below, a data-parallel group of the same ranks on the same node (tp 1, ZeRO-0, so the gradients
+are all-reduced) with gradient buckets of the measured message size, takes the engine's time for
+one bucket, and prints the bus bandwidth it gives (2 (n - 1) / n x bucket bytes / time, as
+nccl-tests reports it) beside the measurement. It checks the collective model apart from any
+training run: a collective the model prices wrong shows here before it hides in a step time.
 
     python bench/collectives.py
 
@@ -46,19 +45,19 @@ CASES = [
 
 def modelled_busbw(engine: Engine, node: str, gpus: int, domain: int | None,
                    size: float) -> tuple[float, float]:
-    """(bus bandwidth in GB/s the model gives one all-reduce of `size` bytes over `gpus` ranks,
-    its dp_bandwidth in GB/s)."""
+    """(bus bandwidth in GB/s the model gives one all-reduce of about `size` bytes over `gpus`
+    ranks -- a gradient bucket of that size, the engine's dp_grad_bucket_time --, its
+    dp_bandwidth in GB/s)."""
     sets = [f"hardware.node={node}", f"hardware.gpus={gpus}", "parallelism.tp=1",
             "parallelism.pp=1", "parallelism.vpp=1", "parallelism.cp=1", f"parallelism.dp={gpus}",
-            "parallelism.zero=0", "training.micro_batch=1", f"training.global_batch={gpus}",
-            "training.recompute=full"]
+            "parallelism.zero=0", "training.grad_bytes=2", f"parallelism.bucket_size={size / 2:g}",
+            "training.micro_batch=1", f"training.global_batch={gpus}", "training.recompute=full"]
     if domain is not None:
         sets.append(f"hardware.scaleup_domain={domain}")
     r = engine.evaluate(BASE, sets)
     n = r["dp_group"]
-    time = (2 * (n - 1) / n * size / r["dp_bandwidth"] / r["dp_allreduce_speedup"]
-            + r["dp_allreduce_latency"])
-    return 2 * (n - 1) / n * size / time / 1e9, r["dp_bandwidth"] / 1e9
+    bucket = r["grad_reduce_bytes"] / r["dp_buckets"]
+    return 2 * (n - 1) / n * bucket / r["dp_grad_bucket_time"] / 1e9, r["dp_bandwidth"] / 1e9
 
 
 def main() -> None:
