@@ -43,16 +43,23 @@ BINS: dict[str, list[float]] = {
     "attention_share": [0, 0.05, 0.1, 0.2, 0.4, 1e9],
     "mfu": [0, 0.2, 0.3, 0.4, 0.5, 0.6, 1e9],
     "seq_len": [0, 4097, 8193, 16385, 32769, 65537, 131073, 1e12],
+    # MoE runs only (a dense run has no value and is left out of these): how many scale-up
+    # domains the expert-parallel group spans, and the all-to-all's share of the step
+    "ep_domains": [1, 2, 3, 9, 1e9],
+    "ep_comm_share": [0, 0.02, 0.05, 0.1, 0.2, 0.4, 1e9],
 }
-DERIVED = {"attention_share": ("attention_core_time", "layer_forward_time")}
+DERIVED = {"attention_share": ("attention_core_time", "layer_forward_time"),
+           "ep_comm_share": ("ep_comm_time", "step_time")}
+MOE_ONLY = {"ep_domains", "ep_comm_share"}
 
 
-def bins(values: list[float], errors: list[float], edges: list[float]) -> list[dict[str, Any]]:
+def bins(values: list[float | None], errors: list[float],
+         edges: list[float]) -> list[dict[str, Any]]:
     """The runs whose value lies in each [lo, hi) of edges, with their signed and |error| medians;
-    empty bins are left out."""
+    empty bins, and runs without a value (None: a MoE quantity of a dense run), are left out."""
     out = []
     for lo, hi in zip(edges[:-1], edges[1:]):
-        inside = [e for v, e in zip(values, errors) if lo <= v < hi]
+        inside = [e for v, e in zip(values, errors) if v is not None and lo <= v < hi]
         if inside:
             out.append({"lo": lo, "hi": hi, "n": len(inside),
                         "signed": statistics.median(inside),
@@ -60,11 +67,17 @@ def bins(values: list[float], errors: list[float], edges: list[float]) -> list[d
     return out
 
 
-def quantity(result: dict[str, Any], name: str) -> float:
+def quantity(result: dict[str, Any], name: str) -> float | None:
+    """The named quantity of an evaluated run, or None for a MoE quantity of a dense run (one
+    expert or none; the MoE plugin's formulas give it a value all the same)."""
+    if name in MOE_ONLY and float(result.get("experts") or 0) <= 1:
+        return None
     if name in DERIVED:
         num, den = DERIVED[name]
+        if result.get(num) is None:
+            return None
         return float(result[num]) / max(float(result[den]), 1e-30)
-    return float(result[name])
+    return None if result.get(name) is None else float(result[name])
 
 
 def within_source(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -123,7 +136,8 @@ def main(argv: list[str]) -> int:
     if args.show:
         print(f"\nsources by bin of {args.show}:")
         for lo, hi in zip(BINS[args.show][:-1], BINS[args.show][1:]):
-            inside = Counter(s for v, s in zip(values[args.show], sources) if lo <= v < hi)
+            inside = Counter(s for v, s in zip(values[args.show], sources)
+                             if v is not None and lo <= v < hi)
             if inside:
                 top = ", ".join(f"{s} {n}" for s, n in inside.most_common(4))
                 print(f"  [{lo:g}, {'' if hi >= 1e9 else f'{hi:g}'}): {top}")

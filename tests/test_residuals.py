@@ -62,3 +62,15 @@ def test_within_divides_out_each_sources_bias_and_drops_small_sources(bench):
     assert [r["id"] for r in out] == ["r0", "r1", "r2"]
     assert [r["held_out"] for r in out] == pytest.approx([1.1 / 1.21 - 1, 0.0, 0.1])
     assert rows[0]["held_out"] == 0.10  # the input rows are not changed
+
+
+def test_moe_quantities_leave_dense_runs_out(bench):
+    moe = {"experts": 128, "ep_domains": 4.0, "ep_comm_time": 0.3, "step_time": 1.5}
+    dense = {"experts": 0, "ep_domains": 1.0, "ep_comm_time": 0.0, "step_time": 1.0}
+    assert bench.quantity(moe, "ep_domains") == 4.0
+    assert bench.quantity(moe, "ep_comm_share") == pytest.approx(0.2)
+    assert bench.quantity(dense, "ep_domains") is None
+    assert bench.quantity(dense, "ep_comm_share") is None
+    # a run without a value is in no bin: the dense run's error does not reach the MoE bins
+    out = bench.bins([4.0, None], [-0.3, 0.9], bench.BINS["ep_domains"])
+    assert [(b["lo"], b["n"], b["signed"]) for b in out] == [(3, 1, -0.3)]
