@@ -86,7 +86,9 @@ def test_brief_and_json_carry_the_band():
 
 def test_a_node_no_validated_run_resembles_says_so():
     engine = Engine()
-    r = engine.evaluate(GPT3, {"hardware.node": "mi300x"})
+    data = table()
+    assert "trainium2" not in data["families"]  # no published run on it is held
+    r = engine.evaluate(GPT3, {"hardware.node": "trainium2"})
     from dlformula import report
 
     line = next(x for x in report.key_results(r) if x.strip().startswith("step_time"))
@@ -94,8 +96,36 @@ def test_a_node_no_validated_run_resembles_says_so():
     assert json.loads(report.to_json(r))["quantities"]["step_time"]["band"] is None
 
 
+def test_a_node_no_family_fits_takes_its_own_few_runs_without_a_coverage_claim():
+    from dlformula.validation.bands import UNFITTED
+
+    # five runs on a node whose figures are not fitted: its band is theirs, and says how few
+    data = {"families": {"h100-sxm": "H100", "mi300x": UNFITTED + "mi300x"},
+            "runs": _runs(POOL_RUNS, "H100", 64, False, False, 0.10)
+            + _runs(5, UNFITTED + "mi300x", 8, False, True, -0.50)}
+    band = band_for({"gpus": 512, "experts": 0, "precision": "bf16"}, "mi300x", data)
+    assert band is not None and band.n == 5
+    assert band.matched == ("the mi300x node (its figures not fitted)",)
+    # the QUANTILE-th percentile of |errors| 0.1, 0.2, ... 0.5
+    assert band.width == pytest.approx(0.1 * (1 + QUANTILE / 100 * 4))
+    assert band.text().endswith("over the only 5 validated runs on the mi300x node (its "
+                                "figures not fitted): too few for a 90% band")
+    assert "9 runs of 10" not in band.text()
+    assert band.as_dict()["coverage"] is None and "too few" in band.as_dict()["basis"]
+    # the shipped table holds the MI300X runs the same way, and eval says so
+    shipped = table()
+    assert shipped["families"].get("mi300x") == UNFITTED + "mi300x"
+    assert sum(r["family"] == UNFITTED + "mi300x" for r in shipped["runs"]) >= 5
+    r = Engine().evaluate(GPT3, {"hardware.node": "mi300x"})
+    from dlformula import report
+
+    line = next(x for x in report.key_results(r) if x.strip().startswith("step_time"))
+    assert "validated runs on the mi300x node (its figures not fitted): too few" in line
+
+
 def test_the_shipped_bands_cover_every_fitted_family():
     data = table()
+    # every fitted family and every node with validated runs but no family (bands.UNFITTED)
     assert {r["family"] for r in data["runs"]} == set(data["families"].values())
     assert all(abs(r["held_out"]) < 5 for r in data["runs"])
 
@@ -133,7 +163,7 @@ def test_search_rows_carry_each_layouts_band_and_csv_leaves_it_empty_where_there
                 step / (1 - want.width_new_source))
             bands.add(want.width)
     assert len(bands) > 1  # the rows' bands differ with their GPU count or sharding
-    far = search(GPT3, gpus=64, engine=engine, top=5, sets=["hardware.node=mi300x"])
+    far = search(GPT3, gpus=64, engine=engine, top=5, sets=["hardware.node=trainium2"])
     header, first = far.to_csv().splitlines()[:2]
     cells = dict(zip(header.split(","), first.split(","), strict=True))
     assert all(cells[c] == "" for c in ("step_time_low", "step_time_high",

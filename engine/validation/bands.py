@@ -28,6 +28,9 @@ from typing import Any, NamedTuple
 from .stats import percentile
 
 MIN_RUNS = 8  # fewest errors a band is taken over (calibration runs, first predictions)
+# The family bands.json gives a node no hardware family fits (its figures are the node file's,
+# not fitted), followed by the node's id: its own validated runs, however few, are its band.
+UNFITTED = "node:"
 # Comparable runs a band is sought over: traits are given up until this many share the rest.
 # The traits, their order and this count are the ones whose bands, computed for each source
 # from the other sources' runs, score best on that source's runs (python bench/band_calibration.py;
@@ -78,6 +81,9 @@ class Band(NamedTuple):
         new = (f"; {range_text(self.width_new_source, around)} for a new source"
                if self.width_new_source is not None else "")
         of = "" if around else " the estimate"
+        if self.n < MIN_RUNS:  # a node with a few validated runs: no 9-in-10 claim
+            return (f"{range_text(self.width, around)}{of} over the only {self.n} validated "
+                    f"runs on {self.matched[0]}: too few for a 90% band")
         return (f"{range_text(self.width, around)}{of} in 9 runs of 10, {self.n} comparable "
                 f"runs{new}")
 
@@ -90,7 +96,8 @@ class Band(NamedTuple):
 
         low, high = ends(self.width)
         low_new, high_new = ends(self.width_new_source)
-        return {"width": self.width, "coverage": 0.9, "runs": self.n,
+        return {"width": self.width, "coverage": 0.9 if self.n >= MIN_RUNS else None,
+                "runs": self.n,
                 "matched": list(self.matched), "basis": self.basis,
                 "step_time_low": low, "step_time_high": high,
                 "width_new_source": self.width_new_source, "runs_new_source": self.n_new_source,
@@ -178,12 +185,16 @@ def comparable_band(want: dict[str, Any], runs: list[dict[str, Any]],
     width = percentile([abs(r["held_out"]) for r in same], quantile)
     first = [abs(r["first"]) for r in same if r.get("first") is not None]
     new = percentile(first, quantile) if len(first) >= MIN_RUNS else None
+    if len(same) < MIN_RUNS:  # only a node's own few runs (UNFITTED): no coverage to claim
+        basis = (f"the {quantile:g}th percentile of the |step-time error| of the only "
+                 f"{len(same)} validated runs like it, too few for a 90% band")
+    else:
+        basis = (f"the {quantile:g}th percentile of the leave-one-source-out |step-time error| "
+                 "of comparable validated runs" + (", which covers 90% of the runs of a source "
+                                                   "they do not include" if quantile == QUANTILE
+                                                   else ""))
     return Band(width, len(same), tuple(_words(t, want[t]) for t in kept), new,
-                len(first) if new is not None else 0,
-                f"the {quantile:g}th percentile of the leave-one-source-out |step-time error| "
-                "of comparable validated runs" + (", which covers 90% of the runs of a source "
-                                                  "they do not include" if quantile == QUANTILE
-                                                  else ""))
+                len(first) if new is not None else 0, basis)
 
 
 def _fp8(values: dict[str, Any]) -> bool:
@@ -195,6 +206,8 @@ def _fp8(values: dict[str, Any]) -> bool:
 
 def _words(trait: str, value: Any) -> str:
     if trait == "family":
+        if str(value).startswith(UNFITTED):
+            return f"the {str(value)[len(UNFITTED):]} node (its figures not fitted)"
         return f"{value} family"
     if trait == "moe":
         return "MoE" if value else "dense"
