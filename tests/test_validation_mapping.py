@@ -1233,6 +1233,34 @@ def test_pytorch_sdpa_rows_keep_flashattention_2_class_attention(engine):
     assert "training.attention_kernel" not in _sets(engine, sdpa)
 
 
+def test_transformer_engine_attention_is_for_nvidia_nodes_only(engine):
+    """cuDNN's fused attention runs on NVIDIA GPUs: a TPU, Trainium or AMD row whose notes name
+    Megatron (MaxText's notes compare its sharding with Megatron's) keeps its node's attention,
+    through the convention's `not_config` condition."""
+    gpu = _row(notes="sharded as Megatron's sequence parallelism")
+    tpu = _row(notes="sharded as Megatron's sequence parallelism",
+               hardware={"gpu": "TPU v5p", "node": "tpu-v5p", "count": 64})
+    amd = _row(notes="Megatron-LM", hardware={"gpu": "AMD Instinct MI300X", "node": "mi300x",
+                                              "count": 64})
+    assert _sets(engine, gpu).get("training.attention_kernel") == "fa3"
+    assert _sets(engine, tpu)["hardware.node"] == "tpu-v5p"
+    assert "training.attention_kernel" not in _sets(engine, tpu)
+    assert _sets(engine, amd)["hardware.node"] == "mi300x"
+    assert "training.attention_kernel" not in _sets(engine, amd)
+
+
+def test_not_config_is_the_config_condition_negated():
+    from dlformula.validation.conventions import holds
+
+    texts = {k: "" for k in ("id", "source", "notes", "arch", "schedule", "precision", "texts",
+                             "recipe")}
+    when = {"not_config": {"hardware.node": ["tpu-v5p", "mi300x"]}}
+    assert holds(when, texts, {"hardware.node": "h100-sxm"})
+    assert holds(when, texts, {})  # a run that gives no node has none of them
+    assert not holds(when, texts, {"hardware.node": "tpu-v5p"})
+    assert not holds(when, texts, {"hardware.node": "mi300x"})
+
+
 def test_ibm_fms_fsdp_reduces_gradients_in_bf16(engine):
     row = _row(source="'Maximizing training throughput using PyTorch FSDP' (IBM and Meta); "
                       "github:foundation-model-stack/fms-fsdp README.md")

@@ -26,6 +26,7 @@ WHEN_FIELDS = {**{t: "regex the text must match" for t in TEXTS},
                "published_before": "{arxiv: YYMM, year: YYYY}",
                "unset": "[config keys] the run leaves out (a convention that only fills gaps)",
                "config": "{config key: value or [values]} the mapped config must have",
+               "not_config": "{config key: value or [values]} the mapped config must not have",
                "skip_negated": "true: a match right after 'no', 'not' or 'without' does not count"}
 
 # What makes a mention negated for `skip_negated`: the words right before it.
@@ -255,7 +256,7 @@ class _Reader:
         check_keys(item, WHEN_FIELDS, self.path, "'when'", self.errors)
         out: dict[str, Any] = {}
         for key, cond in item.value.items():
-            if key == "config" or key == "published_before":
+            if key in ("config", "not_config", "published_before"):
                 out[key] = cond.plain() if isinstance(cond.value, dict) else {}
             elif key == "unset":
                 out[key] = [str(k) for k in cond.plain()] if isinstance(cond.value, list) else []
@@ -313,12 +314,13 @@ def holds(when: dict[str, Any], texts: dict[str, str], config: dict[str, Any]) -
         elif key == "unset":
             if any(k in config for k in cond):
                 return False
-        elif key == "config":
+        elif key in ("config", "not_config"):
             for ckey, want in cond.items():
                 wanted = want if isinstance(want, list) else [want]
                 # null among the values: the run does not give the key
-                if not any(ckey not in config if w is None else _same(config.get(ckey), w)
-                           for w in wanted):
+                has = any(ckey not in config if w is None else _same(config.get(ckey), w)
+                          for w in wanted)
+                if has != (key == "config"):
                     return False
         elif key.startswith("not_"):
             if mentions(cond, texts[key[4:]], skip_negated):
