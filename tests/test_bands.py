@@ -109,9 +109,15 @@ def test_a_node_no_family_fits_takes_its_own_few_runs_without_a_coverage_claim()
     # the QUANTILE-th percentile of |errors| 0.1, 0.2, ... 0.5
     assert band.width == pytest.approx(0.1 * (1 + QUANTILE / 100 * 4))
     assert band.text().endswith("over the only 5 validated runs on the mi300x node (its "
-                                "figures not fitted): too few for a 90% band")
+                                "figures not fitted): no 90% band claimed")
     assert "9 runs of 10" not in band.text()
-    assert band.as_dict()["coverage"] is None and "too few" in band.as_dict()["basis"]
+    assert band.as_dict()["coverage"] is None and "not fitted" in band.as_dict()["basis"]
+    # as many runs as a band wants, still one node's own: no claim either (and no "only")
+    data["runs"] += _runs(MIN_RUNS, UNFITTED + "mi300x", 8, False, True, -0.50)
+    band = band_for({"gpus": 512, "experts": 0, "precision": "bf16"}, "mi300x", data)
+    assert band is not None and band.n == 5 + MIN_RUNS and not band.claimed
+    assert band.text().endswith(f"over the {5 + MIN_RUNS} validated runs on the mi300x node "
+                                "(its figures not fitted): no 90% band claimed")
     # the shipped table holds the MI300X runs the same way, and eval says so
     shipped = table()
     assert shipped["families"].get("mi300x") == UNFITTED + "mi300x"
@@ -120,7 +126,7 @@ def test_a_node_no_family_fits_takes_its_own_few_runs_without_a_coverage_claim()
     from dlformula import report
 
     line = next(x for x in report.key_results(r) if x.strip().startswith("step_time"))
-    assert "validated runs on the mi300x node (its figures not fitted): too few" in line
+    assert "validated runs on the mi300x node (its figures not fitted): no 90% band" in line
 
 
 def test_the_shipped_bands_cover_every_fitted_family():

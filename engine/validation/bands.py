@@ -74,6 +74,9 @@ class Band(NamedTuple):
     width_new_source: float | None = None
     n_new_source: int = 0
     basis: str = ""  # what the width is, in words (comparable_band and band_for write it)
+    # False for a node no family fits: its own runs (few, and few sources) are the band, which
+    # then claims no 9-in-10 coverage
+    claimed: bool = True
 
     def text(self, around: Callable[[float], str] | None = None) -> str:
         """Where the measured step time fell, in 9 runs of 10 of the comparable runs: as
@@ -81,9 +84,10 @@ class Band(NamedTuple):
         new = (f"; {range_text(self.width_new_source, around)} for a new source"
                if self.width_new_source is not None else "")
         of = "" if around else " the estimate"
-        if self.n < MIN_RUNS:  # a node with a few validated runs: no 9-in-10 claim
-            return (f"{range_text(self.width, around)}{of} over the only {self.n} validated "
-                    f"runs on {self.matched[0]}: too few for a 90% band")
+        if not self.claimed:  # a node no family fits, with its own few runs: no 9-in-10 claim
+            only = "only " if self.n < MIN_RUNS else ""
+            return (f"{range_text(self.width, around)}{of} over the {only}{self.n} validated "
+                    f"runs on {self.matched[0]}: no 90% band claimed")
         return (f"{range_text(self.width, around)}{of} in 9 runs of 10, {self.n} comparable "
                 f"runs{new}")
 
@@ -96,7 +100,7 @@ class Band(NamedTuple):
 
         low, high = ends(self.width)
         low_new, high_new = ends(self.width_new_source)
-        return {"width": self.width, "coverage": 0.9 if self.n >= MIN_RUNS else None,
+        return {"width": self.width, "coverage": 0.9 if self.claimed else None,
                 "runs": self.n,
                 "matched": list(self.matched), "basis": self.basis,
                 "step_time_low": low, "step_time_high": high,
@@ -185,16 +189,17 @@ def comparable_band(want: dict[str, Any], runs: list[dict[str, Any]],
     width = percentile([abs(r["held_out"]) for r in same], quantile)
     first = [abs(r["first"]) for r in same if r.get("first") is not None]
     new = percentile(first, quantile) if len(first) >= MIN_RUNS else None
-    if len(same) < MIN_RUNS:  # only a node's own few runs (UNFITTED): no coverage to claim
-        basis = (f"the {quantile:g}th percentile of the |step-time error| of the only "
-                 f"{len(same)} validated runs like it, too few for a 90% band")
+    claimed = not str(want["family"]).startswith(UNFITTED) and len(same) >= MIN_RUNS
+    if not claimed:  # a node's own runs (UNFITTED): few, of few sources, no coverage to claim
+        basis = (f"the {quantile:g}th percentile of the |step-time error| of the {len(same)} "
+                 "validated runs on this node, whose figures are not fitted: no 90% band claimed")
     else:
         basis = (f"the {quantile:g}th percentile of the leave-one-source-out |step-time error| "
                  "of comparable validated runs" + (", which covers 90% of the runs of a source "
                                                    "they do not include" if quantile == QUANTILE
                                                    else ""))
     return Band(width, len(same), tuple(_words(t, want[t]) for t in kept), new,
-                len(first) if new is not None else 0, basis)
+                len(first) if new is not None else 0, basis, claimed)
 
 
 def _fp8(values: dict[str, Any]) -> bool:
