@@ -1021,7 +1021,8 @@ def test_hugging_face_transformers_modeling_runs_eager_elementwise(engine):
     assert said.values["training.fused_elementwise"] is False
     for fused in ("Hugging Face transformers with Liger kernels",
                   "Hugging Face transformers under torch.compile",
-                  "XTuner on Hugging Face transformers"):
+                  "XTuner on Hugging Face transformers",
+                  "Hugging Face transformers traced by PyTorch/XLA (XLA fuses the graph)"):
         m = _map(engine, _row(notes=fused))
         assert m.values.get("training.fused_elementwise", True) is True, fused
     te = _map(engine, _row(notes="Megatron-Core, transformer_impl transformer_engine"))
