@@ -1237,7 +1237,7 @@ def test_pytorch_sdpa_rows_keep_flashattention_2_class_attention(engine):
 def test_transformer_engine_attention_is_for_nvidia_nodes_only(engine):
     """cuDNN's fused attention runs on NVIDIA GPUs: a TPU, Trainium or AMD row whose notes name
     Megatron (MaxText's notes compare its sharding with Megatron's) keeps its node's attention,
-    through the convention's `not_config` condition."""
+    through the convention's `vendor` condition (the maker its node's hardware file names)."""
     gpu = _row(notes="sharded as Megatron's sequence parallelism")
     tpu = _row(notes="sharded as Megatron's sequence parallelism",
                hardware={"gpu": "TPU v5p", "node": "tpu-v5p", "count": 64})
@@ -1250,11 +1250,24 @@ def test_transformer_engine_attention_is_for_nvidia_nodes_only(engine):
     assert "training.attention_kernel" not in _sets(engine, amd)
 
 
+def test_the_vendor_condition_reads_the_node_file_s_maker_not_a_list_of_ids(engine):
+    """A node added later (a plugin's, a calibrated copy) needs no edit of the conventions: the
+    vendor comes from its hardware file. Here the H100 node is given another maker."""
+    row = _row(notes="Megatron-LM")
+    ctx = context(engine)
+    assert ctx.node_vendor["h100-sxm"] == "NVIDIA" and ctx.node_vendor["mi300x"] == "AMD"
+    assert "training.attention_kernel=fa3" in mapping.map_row(row, ctx).sets
+    other = ctx._replace(node_vendor={**ctx.node_vendor, "h100-sxm": "Some Other Maker"})
+    sets = mapping.map_row(row, other).sets
+    assert "hardware.node=h100-sxm" in sets
+    assert not any(s.startswith("training.attention_kernel=") for s in sets)
+
+
 def test_not_config_is_the_config_condition_negated():
     from dlformula.validation.conventions import holds
 
     texts = {k: "" for k in ("id", "source", "notes", "arch", "schedule", "precision", "texts",
-                             "recipe")}
+                             "recipe", "vendor")}
     when = {"not_config": {"hardware.node": ["tpu-v5p", "mi300x"]}}
     assert holds(when, texts, {"hardware.node": "h100-sxm"})
     assert holds(when, texts, {})  # a run that gives no node has none of them

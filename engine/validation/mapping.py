@@ -61,6 +61,7 @@ class Context(NamedTuple):
     best: Callable[[dict[str, Any], list[str]], dict[str, Any] | None] | None = None
     conv: Conventions | None = None
     node_gpus: dict[str, int] | None = None  # node -> accelerators per server
+    node_vendor: dict[str, str] | None = None  # node -> its maker, as its hardware file says
 
 
 # Fields read explicitly below; any other field of these sections passes through when a loaded
@@ -163,6 +164,7 @@ class Mapper:
         texts["recipe"] = "\n".join(f"{key}: {item.plain()}" for key, item in
                                      row.section("framework").items()
                                      if not isinstance(item.plain(), (dict, list)))
+        texts["vendor"] = ""  # set with the node (hardware)
         self.texts = texts
 
     def set_known(self, key: str, value: Any, note: str | None = None) -> None:
@@ -260,6 +262,7 @@ class Mapper:
                 raise Skip(f"no hardware node for '{gpu}' (it would be {node}; "
                            "`dlformula hardware` lists the nodes)")
         sets["hardware.node"] = node
+        self.texts["vendor"] = (ctx.node_vendor or {}).get(node, "")
         self._hardware_from_name(gpu, node, row.text("hardware.interconnect") or "")
         if row.get("hardware.gpus_per_node") is not None:
             sets["hardware.gpus_per_node"] = row.integer("hardware.gpus_per_node", 1)

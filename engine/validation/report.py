@@ -109,8 +109,10 @@ def context(engine: Any) -> Context:
     node_ids = engine.catalog.node_ids()
     per_node = {n: int(s.value) for n in node_ids
                 if (s := engine.catalog.node(n).specs.get("gpus_per_node")) is not None}
+    vendors = {n: engine.catalog.node(n).vendor for n in node_ids}
     return Context(inputs, node_ids, _hbm_specs(engine.catalog, node_ids),
-                   lambda sets, knobs: best_feasible(engine, sets, knobs), node_gpus=per_node)
+                   lambda sets, knobs: best_feasible(engine, sets, knobs), node_gpus=per_node,
+                   node_vendor=vendors)
 
 
 def _predict_row(engine: Any, row: Row, ctx: Context,
