@@ -334,17 +334,17 @@ def bands_json(cv: dict[str, Any], firsts: dict[str, Any]) -> str:
     one, and the traits error bands match on."""
     import json
 
-    from dlformula.validation.bands import UNFITTED, validated_run_traits
+    from dlformula.validation.bands import band_family, validated_run_traits
     from dlformula.validation.fit import spec
 
     families = {node: f.name for f in spec().families.values() for node in f.nodes}
     # a node no family fits still has its validated runs: they are its band, under the node's
-    # own name (bands.UNFITTED), so that an estimate on it says how they fared
+    # own name (bands.band_family), so that an estimate on it says how they fared
     for r in cv["runs"]:
-        if not r["family"]:
-            families.setdefault(r["traits"]["node"], UNFITTED + r["traits"]["node"])
+        families.setdefault(r["traits"]["node"], band_family(r["family"], r["traits"]["node"]))
     runs = [{"id": r["id"],
-             **validated_run_traits({**r, "family": r["family"] or families[r["traits"]["node"]]}),
+             **validated_run_traits({**r, "family": band_family(r["family"],
+                                                                r["traits"]["node"])}),
              "held_out": round(r["held_out"], 6),
              **({"first": round(firsts[r["id"]].error, 6)} if r["id"] in firsts else {})}
             for r in cv["runs"]]

@@ -31,6 +31,18 @@ MIN_RUNS = 8  # fewest errors a band is taken over (calibration runs, first pred
 # The family bands.json gives a node no hardware family fits (its figures are the node file's,
 # not fitted), followed by the node's id: its own validated runs, however few, are its band.
 UNFITTED = "node:"
+
+
+def band_family(family: str | None, node: str) -> str:
+    """The family a run's band is sought in: its fitted family, or the node's own (UNFITTED)."""
+    return family or UNFITTED + node
+
+
+def unfitted_node(family: Any) -> str | None:
+    """The node's id when `family` is a node no family fits (band_family's UNFITTED), else None."""
+    text = str(family)
+    return text[len(UNFITTED):] if text.startswith(UNFITTED) else None
+
 # Comparable runs a band is sought over: traits are given up until this many share the rest.
 # The traits, their order and this count are the ones whose bands, computed for each source
 # from the other sources' runs, score best on that source's runs (python bench/band_calibration.py;
@@ -189,7 +201,7 @@ def comparable_band(want: dict[str, Any], runs: list[dict[str, Any]],
     width = percentile([abs(r["held_out"]) for r in same], quantile)
     first = [abs(r["first"]) for r in same if r.get("first") is not None]
     new = percentile(first, quantile) if len(first) >= MIN_RUNS else None
-    claimed = not str(want["family"]).startswith(UNFITTED) and len(same) >= MIN_RUNS
+    claimed = unfitted_node(want["family"]) is None and len(same) >= MIN_RUNS
     if not claimed:  # a node's own runs (UNFITTED): few, of few sources, no coverage to claim
         basis = (f"the {quantile:g}th percentile of the |step-time error| of the {len(same)} "
                  "validated runs on this node, whose figures are not fitted: no 90% band claimed")
@@ -211,8 +223,8 @@ def _fp8(values: dict[str, Any]) -> bool:
 
 def _words(trait: str, value: Any) -> str:
     if trait == "family":
-        if str(value).startswith(UNFITTED):
-            return f"the {str(value)[len(UNFITTED):]} node (its figures not fitted)"
+        if (node := unfitted_node(value)) is not None:
+            return f"the {node} node (its figures not fitted)"
         return f"{value} family"
     if trait == "moe":
         return "MoE" if value else "dense"
