@@ -982,3 +982,51 @@ def test_mla_up_projection_and_expert_activation_recomputed_on_their_own(engine)
     assert llama["mla_up_proj_recompute_time"] == 0
     assert llama["act_attention_linear"] == pytest.approx(
         engine.evaluate(GPT3)["act_attention_linear"])
+
+
+def test_fp8_scope_puts_the_experts_or_the_dense_linears_alone_in_fp8(engine):
+    """training.fp8_scope: torchao's MXFP8 MoE recipe converts the routed experts' grouped GEMMs
+    and the Linears apart. 'experts' prices the dense Linears as BF16 training does and the
+    routed experts as FP8 training does; 'dense' the other way round; 'all' is FP8 throughout.
+    Attention and the LM head are BF16 in every case."""
+    moe = str(EXAMPLES / "gpt4-like-moe.yaml")
+    on_b200 = {"hardware.node": "b200", "training.fp8_scaling": "block"}
+    bf16 = engine.evaluate(moe, {**on_b200, "training.precision": "bf16"})
+    fp8 = engine.evaluate(moe, {**on_b200, "training.precision": "fp8"})
+    experts = engine.evaluate(moe, {**on_b200, "training.precision": "fp8",
+                                    "training.fp8_scope": "experts"})
+    dense = engine.evaluate(moe, {**on_b200, "training.precision": "fp8",
+                                  "training.fp8_scope": "dense"})
+    assert fp8["expert_gemm_time"] < 0.8 * bf16["expert_gemm_time"]
+    assert fp8["gemm_qkv_time"] < 0.8 * bf16["gemm_qkv_time"]
+    # experts only: the dense GEMMs at BF16's peak and rate, the experts' at FP8's
+    for key in ("gemm_qkv_time", "gemm_attn_out_time", "shared_expert_time", "router_time"):
+        assert experts[key] == pytest.approx(bf16[key])
+    assert experts["expert_gemm_time"] == pytest.approx(fp8["expert_gemm_time"])
+    assert experts["gemm_peak_flops"] == bf16["peak_flops"]
+    assert experts["expert_peak_flops"] == fp8["peak_flops"]
+    # dense only: the reverse
+    for key in ("gemm_qkv_time", "gemm_attn_out_time", "shared_expert_time"):
+        assert dense[key] == pytest.approx(fp8[key])
+    assert dense["expert_gemm_time"] == pytest.approx(bf16["expert_gemm_time"])
+    # casts: the routed copies' when the experts are in FP8, the dense Linears' when they are
+    routed = experts["fp8_cast_elements_forward"]
+    dense_casts = dense["fp8_cast_elements_forward"]
+    assert routed > 0 and dense_casts > 0
+    assert routed + dense_casts == pytest.approx(fp8["fp8_cast_elements_forward"])
+    assert bf16["fp8_cast_elements_forward"] == 0
+    # weights: the low-precision copy only for the weights in FP8
+    assert experts["expert_weight_bytes"] == fp8["expert_weight_bytes"]
+    assert fp8["expert_weight_bytes"] > bf16["expert_weight_bytes"]
+    assert experts["weight_bytes"] == bf16["weight_bytes"]
+    assert dense["weight_bytes"] == fp8["weight_bytes"]
+    assert dense["expert_weight_bytes"] == bf16["expert_weight_bytes"]
+    assert fp8["fp8_weight_elements_per_layer"] == pytest.approx(
+        experts["fp8_weight_elements_per_layer"] + dense["fp8_weight_elements_per_layer"])
+    # attention stays BF16 whatever the scope
+    for r in (fp8, experts, dense):
+        assert r["attention_core_time"] == pytest.approx(bf16["attention_core_time"])
+    # a dense model under 'experts' trains wholly in BF16
+    gpt = engine.evaluate(GPT3, {**AT_SCALE, "training.fp8_scope": "experts"})
+    gpt16 = engine.evaluate(GPT3, {**AT_SCALE, "training.precision": "bf16"})
+    assert gpt["layer_forward_time"] == pytest.approx(gpt16["layer_forward_time"])
