@@ -281,6 +281,27 @@ def test_nccl_all_to_all_runs_its_network_leg_at_the_networks_measured_share(eng
     assert deepep["ep_network_bandwidth"] == pytest.approx(deepep["scaleout_link_bandwidth"])
 
 
+def test_deepep_runs_its_network_leg_at_the_networks_own_deepep_benchmark_share(engine):
+    """Where a network's DeepEP internode benchmark reaches less of the NIC than the ring share
+    (FP8-Flow-MoE's RoCE cluster: about 20 GB/s of RDMA a GPU against 50 GB/s of line rate),
+    DeepEP's dispatch pays that share on its network leg; NCCL's all-to-all does not read it,
+    and the default (0) keeps the ring share."""
+    moe = str(EXAMPLES / "deepseek-v3-h800.yaml")
+    base = {"parallelism.ep": 32, "moe.dispatcher": "deepep"}
+    ring = engine.evaluate(moe, base)
+    roce = engine.evaluate(moe, {**base, "hardware.deepep_network_efficiency": 0.4})
+    assert ring["ep_network_bandwidth"] == pytest.approx(ring["scaleout_link_bandwidth"])
+    assert roce["ep_network_bandwidth"] == pytest.approx(0.4 * roce["scaleout_bandwidth"])
+    network = roce["ep_network_copies_share"] * roce["ep_inter_share"] * roce["ep_dispatch_bytes"]
+    nvlink = roce["ep_intra_share"] * roce["ep_dispatch_bytes"] / roce["scaleup_link_bandwidth"]
+    assert roce["ep_a2a_time"] == pytest.approx(
+        max(nvlink, network / (0.4 * roce["scaleout_bandwidth"])) + roce["scaleout_latency"])
+    assert roce["step_time"] > ring["step_time"]
+    nccl = engine.evaluate(moe, {**base, "moe.dispatcher": "alltoall",
+                                 "hardware.deepep_network_efficiency": 0.4})
+    assert nccl["ep_network_bandwidth"] == pytest.approx(nccl["scaleout_link_bandwidth"])
+
+
 def test_a_moe_layer_that_syncs_with_the_host_makes_the_gpu_wait_for_it(engine):
     """A dropless MoE layer copies its tokens-per-expert counts to the host in its forward
     pass, so the GPU waits for the host to launch the layer's eager part (host_sync_time per
