@@ -542,6 +542,11 @@ def _specs(engine: Engine) -> list[Spec]:
         # the installed MoE plugin's formulas (expert parallelism, DeepEP, MLA, capacity padding)
         Spec("moe-deepseek-v3", "core", DSV3, []),
         Spec("moe-padded", "core", MOE, ["moe.capacity_factor=1.25", "moe.pad_to_capacity=true"]),
+        # FP8 on the routed experts only, DeepEP at a measured share of the NIC
+        Spec("moe-fp8-experts", "core", MOE, ["hardware.node=h100-sxm", "training.precision=fp8",
+                                            "training.fp8_scope=experts",
+                                            "moe.dispatcher=deepep", "parallelism.ep=8",
+                                            "hardware.deepep_network_efficiency=0.4"]),
     ]
     return specs
 
@@ -662,7 +667,7 @@ def test_the_moe_plugin_s_formulas_recalculate_in_libreoffice(
     """The MoE plugin's cells are compared with the rest (the random configs are dense): the
     expert all-to-all and the capacity padding's factor among them."""
     cases = {c.label: (c, wb) for c, wb in recalculated if c.label.startswith("moe-")}
-    assert set(cases) == {"moe-deepseek-v3", "moe-padded"}
+    assert set(cases) == {"moe-deepseek-v3", "moe-padded", "moe-fp8-experts"}
     for case, wb in cases.values():
         assert not _mismatches(case, wb)
         assert case.expected is not None and case.expected["ep_comm_time"] > 0
@@ -670,6 +675,14 @@ def test_the_moe_plugin_s_formulas_recalculate_in_libreoffice(
     case, wb = cases["moe-padded"]
     sheet, cell = case.info.cells["moe_imbalance_factor"]
     assert wb[sheet][cell].value == pytest.approx(1.25)
+    # the dense Linears at BF16's peak, the experts at FP8's (training.fp8_scope experts)
+    case, wb = cases["moe-fp8-experts"]
+    assert case.expected is not None
+    assert case.expected["expert_peak_flops"] == pytest.approx(2 * case.expected["gemm_peak_flops"],
+                                                               rel=1e-3)  # H100: FP8 at 2x BF16
+    for name in ("gemm_peak_flops", "expert_peak_flops", "ep_network_bandwidth"):
+        sheet, cell = case.info.cells[name]
+        assert wb[sheet][cell].value == pytest.approx(case.expected[name], rel=1e-9)
 
 
 def test_changed_inputs_and_node_recompute_to_the_engines_numbers(
