@@ -5,10 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dlformula.core import Engine
-from dlformula.validation.bands import MIN_RUNS, POOL_RUNS, QUANTILE, band_for, run_traits, table
+from dlformula.validation.bands import (
+    MIN_RUNS,
+    POOL_RUNS,
+    QUANTILE,
+    band_for,
+    run_traits,
+    step_range,
+    table,
+)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 GPT3 = str(EXAMPLES / "gpt3-175b.yaml")
@@ -154,7 +163,7 @@ def test_search_rows_carry_each_layouts_band_and_csv_leaves_it_empty_where_there
                          "parallelism.pp=8", "parallelism.zero=1,3"])
     gpus, zero = result["gpus"].astype(int), result["zero"].astype(int)
     assert set(gpus.tolist()) == {64, 8192} and set(zero.tolist()) == {1, 3}
-    bands = set()
+    bands, bounded = set(), 0
     for count in (64, 8192):
         for stage in (1, 3):
             want = band_for({**result.config.values, "gpus": count, "precision": "bf16",
@@ -165,10 +174,16 @@ def test_search_rows_carry_each_layouts_band_and_csv_leaves_it_empty_where_there
             assert rows.any()
             assert result["step_time_low"][rows] == pytest.approx(step / (1 + want.width))
             assert result["step_time_high"][rows] == pytest.approx(step / (1 - want.width))
-            assert result["step_time_high_new_source"][rows] == pytest.approx(
-                step / (1 - want.width_new_source))
+            # a band of 1 or wider bounds nothing above: an empty cell (NaN), not a negative time
+            high_new = step * step_range(want.width_new_source)[1]
+            if want.width_new_source < 1:
+                bounded += 1
+                assert result["step_time_high_new_source"][rows] == pytest.approx(high_new)
+            else:
+                assert np.isnan(result["step_time_high_new_source"][rows]).all()
             bands.add(want.width)
     assert len(bands) > 1  # the rows' bands differ with their GPU count or sharding
+    assert bounded > 0  # and some new-source band is bounded above
     far = search(GPT3, gpus=64, engine=engine, top=5, sets=["hardware.node=trainium2"])
     header, first = far.to_csv().splitlines()[:2]
     cells = dict(zip(header.split(","), first.split(","), strict=True))
