@@ -1037,3 +1037,27 @@ def test_fp8_scope_puts_the_experts_or_the_dense_linears_alone_in_fp8(engine):
     gpt = engine.evaluate(GPT3, {**AT_SCALE, "training.fp8_scope": "experts"})
     gpt16 = engine.evaluate(GPT3, {**AT_SCALE, "training.precision": "bf16"})
     assert gpt["layer_forward_time"] == pytest.approx(gpt16["layer_forward_time"])
+
+
+def test_an_embedding_stage_holds_no_block_and_the_next_stage_sets_the_memory_peak(engine):
+    """Megatron-LM's layout 'E|(tt|)*30,tL' (DeepSeek-V3 on 32 stages): parallelism.embedding_stage
+    gives the first stage the embedding and no block, the 30 middle stages ceil(61 / 31) = 2
+    blocks each and the last the remaining 1; the bubble counts the near-empty first stage once
+    (stage_time_sum), and the activation peak moves to the second stage, 2 blocks over p - 1 = 31
+    micro-batches in flight."""
+    moe = str(EXAMPLES / "deepseek-v3-h800.yaml")
+    sets = {"parallelism.pp": 32, "parallelism.dp": 64, "parallelism.schedule": "1f1b",
+            "parallelism.first_stage_layers": 0, "parallelism.last_stage_layers": 0,
+            "parallelism.embedding_stage": True}
+    r = engine.evaluate(moe, sets)
+    assert (r["layers_first_stage"], r["layers_middle_stage"], r["layers_last_stage"]) == (0, 2, 1)
+    assert r["stage_layers"] == 2
+    assert r["stage_inflight_layers"] == pytest.approx(2 * 31 * r["vpp_memory_factor"])
+    assert 0 < r["pipeline_bubble_fraction"] < 1 and math.isfinite(r["step_time"])
+    # without it, 61 blocks do not split over 32 stages with a block on every one
+    with pytest.raises(Exception, match="does not split over pp x vpp"):
+        engine.evaluate(moe, {**sets, "parallelism.embedding_stage": False})
+    # one stage: nothing to split, the flag is moot
+    one = engine.evaluate(moe, {**sets, "parallelism.pp": 1, "parallelism.dp": 2048,
+                                "parallelism.ep": 64, "training.global_batch": 16384})
+    assert one["layers_first_stage"] == 61
