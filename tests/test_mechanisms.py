@@ -1057,6 +1057,9 @@ def test_an_embedding_stage_holds_no_block_and_the_next_stage_sets_the_memory_pe
     # without it, 61 blocks do not split over 32 stages with a block on every one
     with pytest.raises(Exception, match="does not split over pp x vpp"):
         engine.evaluate(moe, {**sets, "parallelism.embedding_stage": False})
+    # interleaved layouts give the first stage's blocks over its chunks instead
+    with pytest.raises(Exception, match="embedding-only stage is priced without interleaving"):
+        engine.evaluate(moe, {**sets, "parallelism.vpp": 2})
     # one stage: nothing to split, the flag is moot
     one = engine.evaluate(moe, {**sets, "parallelism.pp": 1, "parallelism.dp": 2048,
                                 "parallelism.ep": 64, "training.global_batch": 16384})
