@@ -221,3 +221,17 @@ def test_a_search_that_keeps_no_layout_still_has_empty_band_columns():
                     fix=["parallelism.tp=8", "parallelism.pp=2"])
     assert len(result) == 0 and result.best() is None
     assert all(len(result.columns[c]) == 0 for c in BAND_COLUMNS)
+
+
+def test_a_fitted_family_with_too_few_comparable_runs_claims_no_band_and_says_why():
+    """A band over fewer than MIN_RUNS runs of a fitted family claims no 9-in-10 coverage, and
+    its basis says so rather than calling the family an unfitted node."""
+    from dlformula.validation.bands import comparable_band
+
+    want = run_traits("H100", 8, False, False)
+    runs = [{**want, "held_out": 0.05 * (i + 1)} for i in range(MIN_RUNS - 3)]
+    band = comparable_band(want, runs)
+    assert band is not None and not band.claimed and band.n == MIN_RUNS - 3
+    assert "too few for a 90% band" in band.basis and "not fitted" not in band.basis
+    assert "over the only 5 validated runs on H100 family: no 90% band claimed" in band.text()
+    assert band.as_dict()["coverage"] is None

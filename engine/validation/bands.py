@@ -96,7 +96,7 @@ class Band(NamedTuple):
         new = (f"; {range_text(self.width_new_source, around)} for a new source"
                if self.width_new_source is not None else "")
         of = "" if around else " the estimate"
-        if not self.claimed:  # a node no family fits, with its own few runs: no 9-in-10 claim
+        if not self.claimed:  # a node no family fits, or too few runs: no 9-in-10 claim
             only = "only " if self.n < MIN_RUNS else ""
             return (f"{range_text(self.width, around)}{of} over the {only}{self.n} validated "
                     f"runs on {self.matched[0]}: no 90% band claimed")
@@ -201,10 +201,15 @@ def comparable_band(want: dict[str, Any], runs: list[dict[str, Any]],
     width = percentile([abs(r["held_out"]) for r in same], quantile)
     first = [abs(r["first"]) for r in same if r.get("first") is not None]
     new = percentile(first, quantile) if len(first) >= MIN_RUNS else None
-    claimed = unfitted_node(want["family"]) is None and len(same) >= MIN_RUNS
-    if not claimed:  # a node's own runs (UNFITTED): few, of few sources, no coverage to claim
+    unfitted = unfitted_node(want["family"]) is not None
+    claimed = not unfitted and len(same) >= MIN_RUNS
+    if unfitted:  # a node's own runs (UNFITTED): few, of few sources, no coverage to claim
         basis = (f"the {quantile:g}th percentile of the |step-time error| of the {len(same)} "
                  "validated runs on this node, whose figures are not fitted: no 90% band claimed")
+    elif not claimed:  # a fitted family whose comparable runs are fewer than MIN_RUNS
+        basis = (f"the {quantile:g}th percentile of the leave-one-source-out |step-time error| "
+                 f"of the only {len(same)} comparable validated runs, too few for a 90% band: "
+                 "none claimed")
     else:
         basis = (f"the {quantile:g}th percentile of the leave-one-source-out |step-time error| "
                  "of comparable validated runs" + (", which covers 90% of the runs of a source "
