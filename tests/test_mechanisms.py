@@ -674,6 +674,35 @@ def test_gpt_oss_experts_pay_their_eager_clamp_and_bias_passes(engine):
     assert plain["unfused_epilogue_per_layer"] == 0
 
 
+def test_one_hot_dispatch_costs_the_square_of_its_group(engine):
+    """GShard's one-hot dispatch and combine (DeepSpeed-MoE's native layer, MaxText's
+    dense_matmul) are two GEMMs over every local token x every slot of its group's
+    [experts x capacity] mask x the model width: 2 x 2 x tokens x (top_k x capacity factor x
+    group tokens) x hidden FLOPs a MoE layer's forward, so the cost grows with the group.
+    By hand: a micro-batch of 2 x 2,048 tokens, 512 a GPU under sequence parallelism 8,
+    top-2 at capacity 1.25, width 4,096."""
+    moe = str(EXAMPLES / "gpt4-like-moe.yaml")
+    base = {"training.micro_batch": 2, "training.seq_len": 2048, "model.hidden": 4096,
+            "model.heads": 32, "moe.top_k": 2, "moe.capacity_factor": 1.25}
+    plain = engine.evaluate(moe, base)
+    mb = engine.evaluate(moe, {**base, "moe.onehot_dispatch": "microbatch"})
+    seq = engine.evaluate(moe, {**base, "moe.onehot_dispatch": "sequence"})
+    assert plain["onehot_dispatch_flops"] == 0 and mb["moe_local_tokens"] == 512
+    # DeepSpeed's group is the GPU's own tokens; MaxText's one (unsharded) sequence
+    assert mb["onehot_group_tokens"] == 512 and seq["onehot_group_tokens"] == 2048
+    assert mb["onehot_capacity_slots"] == pytest.approx(2 * 512 * 1.25)
+    assert mb["onehot_dispatch_flops"] == pytest.approx(2 * 2 * 512 * 1280 * 4096)
+    assert seq["onehot_dispatch_flops"] == pytest.approx(4 * mb["onehot_dispatch_flops"])
+    assert mb["onehot_dispatch_time"] == pytest.approx(
+        mb["onehot_dispatch_flops"] / mb["achievable_flops"])
+    assert mb["moe_mlp_time"] - plain["moe_mlp_time"] == pytest.approx(mb["onehot_dispatch_time"])
+    assert seq["step_time"] > mb["step_time"] > plain["step_time"]
+    # dropless: the busiest expert's load sizes the buffers
+    dropless = engine.evaluate(moe, {**base, "moe.onehot_dispatch": "microbatch",
+                                     "moe.capacity_factor": 0, "moe.load_imbalance": 1.5})
+    assert dropless["onehot_capacity_slots"] == pytest.approx(2 * 512 * 1.5)
+
+
 def test_consecutive_routing_sends_a_token_across_the_network_once(engine):
     # NeMo AutoModel's FakeBalancedGate gives token t the experts t*k ... t*k + k - 1: on
     # DeepSeek-V3 with ep 64 over 8 nodes (32 experts a node) its 8 experts share one node.

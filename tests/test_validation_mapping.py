@@ -1330,6 +1330,24 @@ def test_deepspeed_moe_and_megatron_s_padding_flag_pad_experts_to_capacity(engin
     assert "moe.pad_to_capacity" not in _sets(engine, _row(model=moe))
 
 
+def test_deepspeed_moe_s_native_layer_and_maxtext_s_dense_path_dispatch_by_one_hot_einsums(engine):
+    """DeepSpeed-MoE's native MOELayer dispatches a micro-batch's tokens by one-hot einsums,
+    Tutel's dispatcher inside it does not; MaxText with sparse_matmul false runs its
+    dense_matmul path (one group a sequence, padded to capacity); sparse_matmul true does not."""
+    moe = {"experts": 8, "top_k": 2, "expert_ffn_hidden": 14336, "capacity_factor": 1.25}
+    for system, want in (("DeepSpeed-MoE (TopKGate, MOELayer)", "microbatch"),
+                         ("Tutel kernels inside DeepSpeed-MoE (--use-tutel)", None),
+                         ("DeepSpeed-MoE with Tutel's fast dispatcher (use_tutel)", None),
+                         ("X-MoE (padding-free token buffers, inside a DeepSpeed fork)", None)):
+        row = _row(model=moe, framework={"moe_system": system})
+        assert _sets(engine, row).get("moe.onehot_dispatch") == want, system
+    maxtext = _row(model=moe, framework={"framework": "MaxText on JAX/XLA", "sparse_matmul": False})
+    sets = _sets(engine, maxtext)
+    assert sets["moe.onehot_dispatch"] == "sequence" and sets["moe.pad_to_capacity"] == "true"
+    sparse = _row(model=moe, framework={"framework": "MaxText on JAX/XLA", "sparse_matmul": True})
+    assert "moe.onehot_dispatch" not in _sets(engine, sparse)
+
+
 def test_fp8_param_gather_as_runs_state_it(engine):
     """A recipe's fp8_param_gather reaches training.fp8_param_gather; Megatron-Bridge's dense
     FP8 recipes gather FP8 weights by default, its blockwise (fp8-sc) recipe and MoE models
