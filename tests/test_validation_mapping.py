@@ -93,6 +93,42 @@ def _map(engine, row):
     return mapping.map_row(row, context(engine))
 
 
+def test_a_recipe_block_quoting_the_launch_does_not_contradict_the_run_s_own_value(engine):
+    """A recipe (framework) block quotes the launch flags as written; where the run's own section
+    gives the same key, the run's value is read and the quote only noted, in either order. Two
+    values in the run's own sections still make the row malformed, naming the line."""
+    import yaml
+
+    from dlformula.yamlfile import load_yaml
+
+    quote = "--checkpoint-activations --checkpoint-num-layers 1"
+    for order in ("section first", "recipe first"):
+        row = {"id": "x", "model": {"layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008,
+                                    "vocab": 32000, "seq_len": 4096},
+               "hardware": {"gpu": "A100-SXM4-40GB", "count": 64},
+               "parallel": {"tp": 2, "pp": 1, "dp": 32, "recompute": "full"},
+               "batch": {"global_batch_sequences": 256, "micro_batch": 8},
+               "precision": "bf16", "target": {"step_time_s": 1.0}}
+        if order == "recipe first":
+            row = {"recipe": {"activation_checkpointing": quote}, **row}
+        else:
+            row["recipe"] = {"activation_checkpointing": quote}
+        errors: list = []
+        r = Row(load_yaml(yaml.safe_dump([row], sort_keys=False), "t.yaml", UsageError).value[0],
+                "t.yaml", errors)
+        assert errors == [], order
+        m = _map(engine, r)
+        c = dict(item.split("=", 1) for item in m.sets)
+        assert c["training.recompute"] == "full", order
+        assert any("recipe.activation_checkpointing" in n and "not read" in n for n in m.assumptions), order
+    clash = {"id": "x", "model": {"layers": 32, "num_layers": 40}}
+    errors = []
+    Row(load_yaml(yaml.safe_dump([clash], sort_keys=False), "t.yaml", UsageError).value[0],
+        "t.yaml", errors)
+    assert len(errors) == 1 and "give two values for model.layers" in str(errors[0])
+    assert errors[0].line is not None
+
+
 def test_uneven_stages_are_the_formulas_own_and_local_batch(engine):
     """The mapping leaves the uneven split to formulas/parallelism.yaml (no first/last stage
     keys), so validate predicts the layout eval and search compute."""

@@ -90,6 +90,7 @@ class Row:
         self.line = row.line
         self.fields: dict[str, Located] = {}
         self.written: dict[str, str] = {}  # canonical key -> key as the run writes it
+        self._sections: dict[str, str] = {}  # canonical key -> the section it was read from
         self.readings: list[str] = []
         self.problems = 0  # malformed fields of this run, each reported in `errors`
         self._reported: set[str] = set()
@@ -104,7 +105,7 @@ class Row:
                 self._section(section, item, key)
             else:
                 name = spelling(key)
-                self._put(self._conv.keys.get(("", name), name), item, key)
+                self._put(self._conv.keys.get(("", name), name), item, key, "")
 
     def _section(self, section: str, block: Located, written: str) -> None:
         for key, item in block.value.items():
@@ -114,17 +115,30 @@ class Row:
             if isinstance(item.value, dict) and nested is not None and nested != section:
                 self._section(nested, item, where)  # model.moe: {...} reads as moe
                 continue
-            self._put(self._conv.keys.get((section, name), f"{section}.{name}"), item, where)
+            self._put(self._conv.keys.get((section, name), f"{section}.{name}"), item, where,
+                      section)
 
-    def _put(self, key: str, item: Located, written: str) -> None:
+    def _put(self, key: str, item: Located, written: str, section: str) -> None:
         if item.value is None:
             return
         if key == "moe.moe_every":
             item, dense = _layer_frequency(item)
             if dense:  # '([0]*3+[1]*58)': the leading dense layers, then every layer MoE
-                self._put("moe.first_dense_layers", Located(dense, item.line), written)
+                self._put("moe.first_dense_layers", Located(dense, item.line), written, section)
         if key in self.fields:
             first = self.fields[key]
+            # A framework (recipe, launcher) block quotes the launch as it was written; where a
+            # run's own section gives the value too, that value is the run's and the quote is
+            # only noted. Two sections of the run's own, or two quotes, must agree.
+            quoted = (section == "framework", self._sections[key] == "framework")
+            if first.plain() != item.plain() and quoted[0] != quoted[1]:
+                kept, dropped = (first, written) if quoted[0] else (item, self.written[key])
+                other = item if quoted[0] else first
+                if not quoted[0]:
+                    self.fields[key], self.written[key], self._sections[key] = item, written, section
+                self.readings.append(f"{dropped} = {other.plain()!r} not read: "
+                                     f"{self.written[key]} = {kept.plain()!r} gives {key}")
+                return
             if first.plain() != item.plain():
                 self.problems += 1
                 self.errors.append(UsageError(
@@ -134,6 +148,7 @@ class Row:
             return
         self.fields[key] = item
         self.written[key] = written
+        self._sections[key] = section
 
     # -- typed access --------------------------------------------------------------------------
     def get(self, key: str) -> Located | None:
