@@ -135,7 +135,8 @@ class Row:
                 kept, dropped = (first, written) if quoted[0] else (item, self.written[key])
                 other = item if quoted[0] else first
                 if not quoted[0]:
-                    self.fields[key], self.written[key], self._sections[key] = item, written, section
+                    self.fields[key], self.written[key] = item, written
+                    self._sections[key] = section
                 self.readings.append(f"{dropped} = {other.plain()!r} not read: "
                                      f"{self.written[key]} = {kept.plain()!r} gives {key}")
                 return
