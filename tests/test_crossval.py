@@ -49,15 +49,21 @@ def test_a_framework_figure_is_fitted_on_the_runs_it_acts_on_and_refitted_held_o
             _run(engine, "d1", "source C", {"moe.experts": 0, "parallelism.ep": 1})]
     assert [r.traits["moe"] for r in runs] == [True, True, True, False]
     result = fit.cross_validate(engine, runs)
-    assert result["framework"] == {"moe.host_sync_time": TRUE_H}
+    launch = engine.model.inputs["host_launch_time"].default
+    # host_launch_time acts on every run, but only the dense run's blocks wait for the host at
+    # it (every block of the MoE runs is a MoE layer): fitted on d1, whose target is at the default.
+    assert result["framework"] == {"moe.host_sync_time": TRUE_H,
+                                   "training.host_launch_time": launch}
     by_id = {r["id"]: r for r in result["runs"]}
     for ident in ("a1", "a2", "b1"):
         assert by_id[ident]["in_sample"] == pytest.approx(0, abs=1e-9)
         # Held out, the figure comes from the other source's runs, which say the same.
-        assert by_id[ident]["held_out_figures"] == {"moe.host_sync_time": TRUE_H}
+        assert by_id[ident]["held_out_figures"]["moe.host_sync_time"] == TRUE_H
         assert by_id[ident]["held_out"] == pytest.approx(0, abs=1e-9)
-    # A dense run is not predicted with the MoE figure at all.
+    # A dense run is not predicted with the MoE figure at all; held out, no other run moves with
+    # the launch figure, so it keeps its default rather than the grid's first value.
     assert by_id["d1"]["held_out_figures"] is None
+    assert by_id["d1"]["held_out"] == pytest.approx(0, abs=1e-9)
 
 
 def test_a_source_alone_in_constraining_the_figure_is_held_out_at_the_default(engine):
@@ -66,7 +72,9 @@ def test_a_source_alone_in_constraining_the_figure_is_held_out_at_the_default(en
     result = fit.cross_validate(engine, runs)
     a1 = next(r for r in result["runs"] if r["id"] == "a1")
     assert a1["in_sample"] == pytest.approx(0, abs=1e-9)
-    assert a1["held_out_figures"] is None  # no other MoE run: the input's default
+    # no other MoE run: the MoE figure is the input's default (the launch figure, which the dense
+    # run constrains, is held out from it)
+    assert "moe.host_sync_time" not in (a1["held_out_figures"] or {})
     default = engine.model.inputs["host_sync_time"].default
     assert default != TRUE_H and a1["held_out"] < -0.01  # the default waits less
 

@@ -217,7 +217,8 @@ def test_fp8_casts_follow_the_scaling_recipe_and_the_weight_cache(engine):
 def test_nvfp4_runs_linear_gemms_at_the_measured_fp4_rate_and_keeps_attention_in_bf16(engine):
     # Transformer Engine's NVFP4 recipe: every Linear GEMM in FP4; attention and the LM head
     # in BF16. Azure's cuBLASLt benchmark measures FP4 GEMMs at 2.62x FP8 ones on GB200.
-    base = {**BLACKWELL_64, "hardware.node": "gb200-nvl72"}
+    # Graph-launched (as NVIDIA's NVFP4 recipes run): no block waits for the host's launching.
+    base = {**BLACKWELL_64, "hardware.node": "gb200-nvl72", "training.kernel_launch": "graph"}
     fp8 = engine.evaluate(GPT3, {**base, "training.precision": "fp8"})
     fp4 = engine.evaluate(GPT3, {**base, "training.precision": "nvfp4"})
     assert fp4["peak_flops"] == 10000e12 and fp4["fp4_gemm_ratio"] == 2.62
@@ -286,6 +287,30 @@ def test_a_dispatcher_runs_its_network_leg_at_the_networks_own_benchmark_share(
     assert slow["step_time"] > ring["step_time"]
     unread = engine.evaluate(moe, {**base, "moe.dispatcher": other, key: share})
     assert unread["ep_network_bandwidth"] == pytest.approx(unread["scaleout_link_bandwidth"])
+
+
+def test_a_block_launched_eagerly_waits_for_the_host_where_its_gpu_work_is_shorter(engine):
+    """Kernel launches are asynchronous: the host runs ahead while a block's GPU work outlasts its
+    launching (host_launch_time for the forward, twice that for the backward's kernels), and the
+    GPU waits for the difference where the work is shorter. A fully recomputed forward is launched
+    again. A step replayed as a graph (CUDA graphs, an XLA program) launches nothing per block."""
+    h = 0.05  # far above any block's work here
+    cfg = {"training.host_launch_time": h, "training.recompute": "selective"}
+    r = engine.evaluate(GPT3, cfg)
+    fwd, bwd = r["layer_forward_time"], r["layer_backward_time"]
+    assert fwd < h and bwd < 2 * h and r["full_recompute_share"] == 0
+    assert r["dense_host_wait_per_layer"] == pytest.approx((h - fwd) + (2 * h - bwd))
+    assert r["host_wait_per_layer"] == pytest.approx(r["dense_host_wait_per_layer"])
+    graph = engine.evaluate(GPT3, {**cfg, "training.kernel_launch": "graph"})
+    assert graph["dense_host_wait_per_layer"] == 0
+    assert r["layer_microbatch_time"] - graph["layer_microbatch_time"] == pytest.approx(
+        r["dense_host_wait_per_layer"])
+    full = engine.evaluate(GPT3, {**cfg, "training.recompute": "full"})
+    assert full["dense_host_wait_per_layer"] == pytest.approx(
+        2 * (h - full["layer_forward_time"]) + (2 * h - full["layer_backward_time"]))
+    # A launch shorter than the block's work costs nothing: the host keeps ahead.
+    quick = engine.evaluate(GPT3, {**cfg, "training.host_launch_time": fwd / 4})
+    assert quick["dense_host_wait_per_layer"] == 0
 
 
 def test_a_moe_layer_that_syncs_with_the_host_makes_the_gpu_wait_for_it(engine):

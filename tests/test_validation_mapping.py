@@ -1385,6 +1385,22 @@ def test_deepspeed_moe_s_native_layer_and_maxtext_s_dense_path_dispatch_by_one_h
     assert "moe.onehot_dispatch" not in _sets(engine, sparse)
 
 
+def test_cuda_graphs_and_xla_programs_launch_the_step_whole(engine):
+    """A run that states CUDA graphs, or runs JAX / PyTorch/XLA, launches its step as a graph; a
+    negated or switched-off mention does not; a PyTorch stack whose source only names MaxText (a
+    branch name) stays eager, and is not read as JAX's dead-code-eliminated recompute either."""
+    for notes, want in (("CUDA graphs enabled (enable_cuda_graph)", "graph"),
+                        ("cuda_graph_impl: transformer_engine", "graph"),
+                        ("no CUDA graphs", None), ("cuda_graph: false", None), ("", None)):
+        assert _sets(engine, _row(notes=notes)).get("training.kernel_launch") == want, notes
+    jax = _sets(engine, _row(source="AI-Hypercomputer/maxtext README", notes="MaxText on JAX"))
+    assert jax["training.kernel_launch"] == "graph" and jax["training.remat_dce"] == "true"
+    torch_branch = _row(source="github:OpenEuroLLM/oellm-autoexp, branch automodel_maxtext_tests",
+                        framework={"framework": "Megatron-LM (Megatron-Core, Transformer Engine)"})
+    sets = _sets(engine, torch_branch)
+    assert "training.kernel_launch" not in sets and "training.remat_dce" not in sets
+
+
 def test_fp8_param_gather_as_runs_state_it(engine):
     """A recipe's fp8_param_gather reaches training.fp8_param_gather; Megatron-Bridge's dense
     FP8 recipes gather FP8 weights by default, its blockwise (fp8-sc) recipe and MoE models

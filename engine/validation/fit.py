@@ -308,14 +308,11 @@ def fit_framework(predict: Predictor, runs: list[FitRun], figures: dict[str, dic
         mine = [r for r in runs if acts_on(figure, r)]
         if not mine:
             continue
-        best: tuple[float, float] | None = None
-        for value in figure.grid:
-            trial = {**point, figure.key: value}
-            score = objective(predict, mine, trial, clip, figures, per_source=True)
-            if best is None or score < best[0]:
-                best = (score, value)
-        assert best is not None
-        point[figure.key] = best[1]
+        scores = [(objective(predict, mine, {**point, figure.key: value}, clip, figures,
+                             per_source=True), value) for value in figure.grid]
+        if max(s for s, _ in scores) - min(s for s, _ in scores) <= 1e-12:
+            continue  # no run it acts on moves with it: the default stands
+        point[figure.key] = min(scores, key=lambda sv: sv[0])[1]
     return point
 
 
