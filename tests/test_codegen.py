@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -150,6 +151,9 @@ def test_a_difference_of_near_equal_numbers_is_compared_at_their_size(engine, ba
 
 
 def test_property_test_really_ran():
+    # Under pytest-xdist the property test may have run in another worker (see test_codegen_cse).
+    if os.environ.get("PYTEST_XDIST_WORKER") and not EVALUATED:
+        pytest.skip("the property test ran in another xdist worker")
     assert len(EVALUATED) >= 20
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 
 import numpy as np
 import pytest
@@ -121,6 +122,11 @@ def test_shared_code_equals_unshared_code_over_arrays(engine, plain, unshared, d
 
 
 def test_the_property_tests_really_compared():
+    # Under pytest-xdist a property test may have run in another worker, whose counts this
+    # process cannot see; the serial run (the README's test command) checks them all.
+    if os.environ.get("PYTEST_XDIST_WORKER") and not (COMPARED.count("scalar")
+                                                      and COMPARED.count("arrays")):
+        pytest.skip("a property test ran in another xdist worker")
     assert COMPARED.count("scalar") >= 20 and COMPARED.count("arrays") >= 10
 
 
