@@ -130,15 +130,15 @@ class Row:
             # A framework (recipe, launcher) block quotes the launch as it was written; where a
             # run's own section gives the value too, that value is the run's and the quote is
             # only noted. Two sections of the run's own, or two quotes, must agree.
-            quoted = (section == "framework", self._sections[key] == "framework")
-            if first.plain() != item.plain() and quoted[0] != quoted[1]:
-                kept, dropped = (first, written) if quoted[0] else (item, self.written[key])
-                other = item if quoted[0] else first
-                if not quoted[0]:
+            new_quoted = section == "framework"
+            if first.plain() != item.plain() and new_quoted != (self._sections[key] == "framework"):
+                quote, quoted_at = (item, written) if new_quoted else (first, self.written[key])
+                if not new_quoted:  # the run's own value replaces the quote read before it
                     self.fields[key], self.written[key] = item, written
                     self._sections[key] = section
-                self.readings.append(f"{dropped} = {other.plain()!r} not read: "
-                                     f"{self.written[key]} = {kept.plain()!r} gives {key}")
+                self.readings.append(f"{quoted_at} = {quote.plain()!r} not read: "
+                                     f"{self.written[key]} = {self.fields[key].plain()!r} "
+                                     f"gives {key}")
                 return
             if first.plain() != item.plain():
                 self.problems += 1
