@@ -140,7 +140,14 @@ def test_uneven_stages_are_the_formulas_own_and_local_batch(engine):
     # 126 layers over 8 stages: 16 on each middle stage, 15 on the first and the last
     assert (r["layers_first_stage"], r["layers_middle_stage"], r["layers_last_stage"]) == (
         15, 16, 15)
-    # micro_batch 32 = the whole local batch: split into pp micro-batches
+    # Outside torchtitan a micro-batch equal to the local batch is one micro-batch, as written
+    # (a tutorial measuring the bubble of m = 1).
+    assert c["training.micro_batch"] == "32"
+    assert not any("whole local batch" in a for a in m.assumptions)
+    # torchtitan's "local batch size 32", copied as the micro-batch, is split into pp
+    # micro-batches, as torchtitan does by default.
+    m = _map(engine, _row(source="pytorch/torchtitan docs/performance.md"))
+    c = dict(item.split("=", 1) for item in m.sets)
     assert c["training.micro_batch"] == "4"
     assert any("whole local batch" in a for a in m.assumptions)
 

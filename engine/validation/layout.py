@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # annotations only: mapping.py calls this module's steps
     from .mapping import Mapper
 
 # Text that says a pipeline is interleaved, and text that says it is not.
+TORCHTITAN = re.compile(r"(?i)torchtitan")
 INTERLEAVED = re.compile(r"interleav|looped|virtual", re.IGNORECASE)
 # A negation at most two words before "interleav" ("not interleaved", "no virtual-stage
 # interleaving"), so "interleaved (V not reported)" stays interleaved.
@@ -161,9 +162,11 @@ def batch(m: Mapper) -> None:
         notes.append(f"global batch not given: one micro-batch per replica ({gbs})")
     per_replica = gbs // dp if gbs % dp == 0 else None
     if micro is not None and pp > 1 and per_replica is not None and micro == per_replica \
-            and per_replica % pp == 0 and per_replica > 1:
-        # A pipeline run with one micro-batch is never what was measured: the source gave
-        # the local batch (torchtitan: "local batch size 32").
+            and per_replica % pp == 0 and per_replica > 1 and TORCHTITAN.search(m.texts["texts"]):
+        # torchtitan names the local batch ("local batch size 32") and splits it into pp
+        # pipeline micro-batches by default; a row copying that figure as the micro-batch means
+        # the local batch. Elsewhere a micro-batch equal to the local batch is one micro-batch
+        # (a tutorial measuring the bubble of m = 1, nanotron with no accumulation).
         micro = per_replica // pp
         notes.append(f"micro_batch {per_replica} is the whole local batch: split into pp = "
                      f"{pp} pipeline micro-batches of {micro} (torchtitan's default number "
