@@ -76,7 +76,7 @@ def _row(**sections):
                                  "vocab": 1000, "seq_len": 1024},
             "hardware": {"gpu": "H100-SXM5-80GB", "count": 64},
             "parallel": {"tp": 1, "pp": 8, "dp": 8}, "batch": {"global_batch_sequences": 256,
-                                                             "micro_batch": 32},
+                                                             "micro_batch": 4},
             "precision": "bf16", "target": {"step_time_s": 1.0}}
     for k, val in sections.items():
         merge = isinstance(base.get(k), dict) and not isinstance(val, _Replace)
@@ -140,13 +140,16 @@ def test_uneven_stages_are_the_formulas_own_and_local_batch(engine):
     # 126 layers over 8 stages: 16 on each middle stage, 15 on the first and the last
     assert (r["layers_first_stage"], r["layers_middle_stage"], r["layers_last_stage"]) == (
         15, 16, 15)
-    # Outside torchtitan a micro-batch equal to the local batch is one micro-batch, as written
-    # (a tutorial measuring the bubble of m = 1).
+    # Outside torchtitan a micro-batch equal to the local batch (256 / dp 8) is one micro-batch,
+    # as written (a tutorial measuring the bubble of m = 1).
+    m = _map(engine, _row(batch={"micro_batch": 32}))
+    c = dict(item.split("=", 1) for item in m.sets)
     assert c["training.micro_batch"] == "32"
     assert not any("whole local batch" in a for a in m.assumptions)
     # torchtitan's "local batch size 32", copied as the micro-batch, is split into pp
     # micro-batches, as torchtitan does by default.
-    m = _map(engine, _row(source="pytorch/torchtitan docs/performance.md"))
+    m = _map(engine, _row(batch={"micro_batch": 32},
+                          source="pytorch/torchtitan docs/performance.md"))
     c = dict(item.split("=", 1) for item in m.sets)
     assert c["training.micro_batch"] == "4"
     assert any("whole local batch" in a for a in m.assumptions)
