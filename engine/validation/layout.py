@@ -19,8 +19,9 @@ from .feasible import OVER_MEMORY
 if TYPE_CHECKING:  # annotations only: mapping.py calls this module's steps
     from .mapping import Mapper
 
-# Text that says a pipeline is interleaved, and text that says it is not.
+# A row of torchtitan, whose "local batch size" rows copy as the micro-batch (`batch`).
 TORCHTITAN = re.compile(r"(?i)torchtitan")
+# Text that says a pipeline is interleaved, and text that says it is not.
 INTERLEAVED = re.compile(r"interleav|looped|virtual", re.IGNORECASE)
 # A negation at most two words before "interleav" ("not interleaved", "no virtual-stage
 # interleaving"), so "interleaved (V not reported)" stays interleaved.
