@@ -81,12 +81,18 @@ def _row(**sections):
     for k, val in sections.items():
         merge = isinstance(base.get(k), dict) and not isinstance(val, _Replace)
         base[k] = {**base[k], **val} if merge else dict(val) if isinstance(val, dict) else val
+    return _load(base)
+
+
+def _load(row: dict, errors: list | None = None) -> Row:
+    """ROW (a runs file's row as a dict) read as the loader reads a file of it; malformed
+    fields go to ERRORS."""
     import yaml
 
     from dlformula.yamlfile import load_yaml
 
-    return Row(load_yaml(yaml.safe_dump([base], sort_keys=False), "t.yaml", UsageError).value[0],
-               "t.yaml", [])
+    return Row(load_yaml(yaml.safe_dump([row], sort_keys=False), "t.yaml", UsageError).value[0],
+               "t.yaml", [] if errors is None else errors)
 
 
 def _map(engine, row):
@@ -97,10 +103,6 @@ def test_a_recipe_block_quoting_the_launch_does_not_contradict_the_run_s_own_val
     """A recipe (framework) block quotes the launch flags as written; where the run's own section
     gives the same key, the run's value is read and the quote only noted, in either order. Two
     values in the run's own sections still make the row malformed, naming the line."""
-    import yaml
-
-    from dlformula.yamlfile import load_yaml
-
     quote = "--checkpoint-activations --checkpoint-num-layers 1"
     for order in ("section first", "recipe first"):
         row = {"id": "x", "model": {"layers": 32, "hidden": 4096, "heads": 32, "ffn_hidden": 11008,
@@ -114,8 +116,7 @@ def test_a_recipe_block_quoting_the_launch_does_not_contradict_the_run_s_own_val
         else:
             row["recipe"] = {"activation_checkpointing": quote}
         errors: list = []
-        r = Row(load_yaml(yaml.safe_dump([row], sort_keys=False), "t.yaml", UsageError).value[0],
-                "t.yaml", errors)
+        r = _load(row, errors)
         assert errors == [], order
         m = _map(engine, r)
         c = dict(item.split("=", 1) for item in m.sets)
@@ -124,8 +125,7 @@ def test_a_recipe_block_quoting_the_launch_does_not_contradict_the_run_s_own_val
         assert noted and "not read" in noted[0], order
     clash = {"id": "x", "model": {"layers": 32, "num_layers": 40}}
     errors = []
-    Row(load_yaml(yaml.safe_dump([clash], sort_keys=False), "t.yaml", UsageError).value[0],
-        "t.yaml", errors)
+    _load(clash, errors)
     assert len(errors) == 1 and "give two values for model.layers" in str(errors[0])
     assert errors[0].line is not None
 

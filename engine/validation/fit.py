@@ -310,9 +310,10 @@ def fit_framework(predict: Predictor, runs: list[FitRun], figures: dict[str, dic
             continue
         scores = [(objective(predict, mine, {**point, figure.key: value}, clip, figures,
                              per_source=True), value) for value in figure.grid]
-        if max(s for s, _ in scores) - min(s for s, _ in scores) <= 1e-12:
+        best = min(scores, key=lambda sv: sv[0])
+        if max(s for s, _ in scores) - best[0] <= 1e-12:
             continue  # no run it acts on moves with it: the default stands
-        point[figure.key] = min(scores, key=lambda sv: sv[0])[1]
+        point[figure.key] = best[1]
     return point
 
 
