@@ -1361,6 +1361,15 @@ def test_learned_routing_on_real_data_carries_the_measured_imbalance(engine):
         assert _sets(engine, row).get("moe.load_imbalance") == want, said
     named = _row(model=moe, notes="moe_router_force_load_balancing: false in another run")
     assert "moe.load_imbalance" not in _sets(engine, named)
+    # A row that says in its own words that its router is learned on real tokens takes it too;
+    # a row that forces the balance, or only says the routing was not printed, does not.
+    for notes, want in (("Routing: auxiliary loss 0, not force-balanced", "1.23"),
+                        ("learned routing on real data (oscar-en-10k)", "1.23"),
+                        ("a learned top-1 router on real data", "1.23"),
+                        ("mock data, 'fake balanced gate' (forced-balanced routing)", None),
+                        ("Routing (forced balance or learned) not printed", None)):
+        row = _row(model=moe, notes=notes)
+        assert _sets(engine, row).get("moe.load_imbalance") == want, notes
 
 
 def test_deepspeed_moe_and_megatron_s_padding_flag_pad_experts_to_capacity(engine):
