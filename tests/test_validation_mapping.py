@@ -528,6 +528,15 @@ def test_runs_naming_the_first_flashattention_take_its_kernel(engine, notes, ker
         "training.attention_kernel") == kernel
 
 
+def test_a_megatron_bridge_row_that_reduces_in_fp32_keeps_its_own_setting(engine):
+    # The performance recipes reduce in bf16; a Megatron-Bridge row whose text says
+    # grad_reduce_in_fp32 True (its precision tutorial's bf16_mixed) reduces in fp32.
+    source = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"
+    assert _sets(engine, _row(source=source))["training.grad_bytes"] == "2"
+    said = _row(source=source, notes="bf16_mixed: bf16 params and compute, grad_reduce_in_fp32 True")
+    assert "training.grad_bytes" not in _sets(engine, said)
+
+
 @pytest.mark.parametrize("source", ["NVIDIA NeMo AutoModel docs/performance-summary.md",
                                     "NVIDIA-NeMo/Automodel docs/performance-summary.md"])
 def test_nemo_automodel_is_fsdp2_not_the_nvidia_recipes(engine, source):
