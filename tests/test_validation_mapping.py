@@ -1379,6 +1379,11 @@ def test_learned_routing_on_real_data_carries_the_measured_imbalance(engine):
                         ("Routing (forced balance or learned) not printed", None)):
         row = _row(model=moe, notes=notes)
         assert _sets(engine, row).get("moe.load_imbalance") == want, notes
+    # The row's own routing: line is read with its texts.
+    routed = _row(model=moe, routing="learned router on real C4 tokens, not force-balanced")
+    assert _sets(engine, routed)["moe.load_imbalance"] == "1.23"
+    forced = _row(model=moe, routing="force-balanced, dropless (training.benchmark = True)")
+    assert "moe.load_imbalance" not in _sets(engine, forced)
 
 
 def test_deepspeed_moe_and_megatron_s_padding_flag_pad_experts_to_capacity(engine):

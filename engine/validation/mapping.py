@@ -159,7 +159,8 @@ class Mapper:
                  "notes": row.text("notes") or "",
                  "arch": row.text("model.arch") or "",
                  "schedule": row.text("parallel.pp_schedule") or "",
-                 "precision": row.text("precision") or ""}
+                 "precision": row.text("precision") or "",
+                 "routing": row.text("routing") or ""}
         texts["texts"] = " ".join(texts.values())
         texts["recipe"] = "\n".join(f"{key}: {item.plain()}" for key, item in
                                      row.section("framework").items()
