@@ -127,15 +127,16 @@ def test_a_node_no_family_fits_takes_its_own_few_runs_without_a_coverage_claim()
     assert band is not None and band.n == 5 + MIN_RUNS and not band.claimed
     assert band.text().endswith(f"over the {5 + MIN_RUNS} validated runs on the mi300x node "
                                 "(its figures not fitted): no 90% band claimed")
-    # the shipped table holds the MI300X runs the same way, and eval says so
+    # the shipped table holds the MI355X runs (no family fits its figures) the same way, and
+    # eval says so
     shipped = table()
-    assert shipped["families"].get("mi300x") == UNFITTED + "mi300x"
-    assert sum(r["family"] == UNFITTED + "mi300x" for r in shipped["runs"]) >= 5
-    r = Engine().evaluate(GPT3, {"hardware.node": "mi300x"})
+    assert shipped["families"].get("mi355x") == UNFITTED + "mi355x"
+    assert sum(r["family"] == UNFITTED + "mi355x" for r in shipped["runs"]) >= 5
+    r = Engine().evaluate(GPT3, {"hardware.node": "mi355x"})
     from dlformula import report
 
     line = next(x for x in report.key_results(r) if x.strip().startswith("step_time"))
-    assert "validated runs on the mi300x node (its figures not fitted): no 90% band" in line
+    assert "validated runs on the mi355x node (its figures not fitted): no 90% band" in line
 
 
 def test_the_shipped_bands_cover_every_fitted_family():

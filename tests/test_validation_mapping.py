@@ -533,7 +533,8 @@ def test_a_megatron_bridge_row_that_reduces_in_fp32_keeps_its_own_setting(engine
     # grad_reduce_in_fp32 True (its precision tutorial's bf16_mixed) reduces in fp32.
     source = "NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md"
     assert _sets(engine, _row(source=source))["training.grad_bytes"] == "2"
-    said = _row(source=source, notes="bf16_mixed: bf16 params and compute, grad_reduce_in_fp32 True")
+    said = _row(source=source,
+                notes="bf16_mixed: bf16 params and compute, grad_reduce_in_fp32 True")
     assert "training.grad_bytes" not in _sets(engine, said)
 
 

@@ -18,10 +18,12 @@ from ..yamlfile import Located, check_keys, load_yaml
 # Config keys a row may never set: they would feed a measurement back into the prediction.
 RESERVED_KEYS = {"training.achieved_flops_per_gpu"}
 
-# texts: id, source, notes, arch, schedule, precision and routing (a run's routing: line) together; recipe: the run's recipe
-# (framework) block as "key: value" lines, kept apart so that rules on texts do not see it;
+# texts: id, source, notes, arch, schedule, precision and routing (a run's routing: line)
+# together; recipe: the run's recipe (framework) block as "key: value" lines, kept apart so
+# that rules on texts do not see it;
 # vendor: the maker of the run's hardware node, as its hardware file names it ('NVIDIA', 'AMD').
-TEXTS = ("id", "source", "notes", "arch", "schedule", "precision", "routing", "texts", "recipe", "vendor")
+TEXTS = ("id", "source", "notes", "arch", "schedule", "precision", "routing", "texts", "recipe",
+         "vendor")
 WHEN_FIELDS = {**{t: "regex the text must match" for t in TEXTS},
                **{f"not_{t}": "regex the text must not match" for t in TEXTS},
                "published_before": "{arxiv: YYMM, year: YYYY}",
