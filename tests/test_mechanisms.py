@@ -368,6 +368,29 @@ def test_a_moe_layer_that_syncs_with_the_host_makes_the_gpu_wait_for_it(engine):
     assert dense["host_wait_per_layer"] == 0
 
 
+def test_moe_layers_that_keep_their_counts_on_the_gpu_wait_only_as_a_dense_block_does(engine):
+    """torchtitan's local dispatcher (ep 1) feeds torch._grouped_mm device offsets, so no MoE
+    layer copies its counts to the host (moe.counts_to_host false): no layer pays the MoE
+    host figure, and every block, MoE or dense, waits as an eagerly launched dense block does
+    (dense_host_wait_per_layer), which a whole-step graph (moe.sync_free) still removes."""
+    moe = str(EXAMPLES / "deepseek-v3-h800.yaml")
+    h = 0.05
+    base = {"moe.host_sync_time": h, "moe.sync_free": False, "training.recompute": "selective",
+            "training.host_launch_time": 0.02}
+    synced = engine.evaluate(moe, base)
+    local = engine.evaluate(moe, {**base, "moe.counts_to_host": False})
+    dense_wait = local["dense_host_wait_per_layer"]
+    assert dense_wait > 0  # a 20 ms launch outruns the block's GPU work
+    assert local["host_wait_per_layer"] == pytest.approx(dense_wait)
+    share = synced["moe_layer_share"]
+    assert synced["host_wait_per_layer"] == pytest.approx(
+        share * ((h - synced["moe_mlp_time"]) + (2 * h - synced["layer_backward_time"]))
+        + (1 - share) * dense_wait)
+    assert local["host_wait_per_layer"] < synced["host_wait_per_layer"]
+    graph = engine.evaluate(moe, {**base, "moe.counts_to_host": False, "moe.sync_free": True})
+    assert graph["host_wait_per_layer"] == 0
+
+
 def test_pytorch_grouped_gemm_runs_at_the_parts_measured_rate(engine):
     """torchtitan's experts run torch._grouped_mm, which torchao measures at 0.37 of a B200's
     BF16 peak on large expert GEMMs (bench/grouped_mm_torch.py); Transformer Engine's grouped

@@ -528,6 +528,20 @@ def test_runs_naming_the_first_flashattention_take_its_kernel(engine, notes, ker
         "training.attention_kernel") == kernel
 
 
+def test_torchtitan_moe_keeps_its_counts_on_the_gpu_only_without_expert_parallelism(engine):
+    # Its local dispatcher (ep 1) never copies the counts to the host; its all-to-all
+    # dispatcher does, as Megatron-Core's dispatchers do at any ep.
+    moe = {"experts": 128, "top_k": 8, "expert_ffn_hidden": 768}
+    titan = "pytorch/torchtitan benchmarks"
+    local = _row(source=titan, model=moe, parallel=_Replace({"tp": 8, "dp": 1, "ep": 1}))
+    assert _sets(engine, local)["moe.counts_to_host"] == "false"
+    spread = _row(source=titan, model=moe, parallel=_Replace({"tp": 1, "dp": 8, "ep": 8}))
+    assert "moe.counts_to_host" not in _sets(engine, spread)
+    megatron = _row(source="NVIDIA/Megatron-LM", model=moe,
+                    parallel=_Replace({"tp": 8, "dp": 1, "ep": 1}))
+    assert "moe.counts_to_host" not in _sets(engine, megatron)
+
+
 def test_a_megatron_bridge_row_that_reduces_in_fp32_keeps_its_own_setting(engine):
     # The performance recipes reduce in bf16; a Megatron-Bridge row whose text says
     # grad_reduce_in_fp32 True (its precision tutorial's bf16_mixed) reduces in fp32.
